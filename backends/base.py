@@ -1,0 +1,170 @@
+"""Request and response types shared by every backend, and the Backend protocol.
+
+A backend turns one :class:`LLMRequest` into one :class:`LLMResponse`. Everything the
+kernel needs to stay deterministic lives here: a request has a canonical JSON form
+whose sha256 keys the stub's output and the cassette, and a response carries its
+wall-clock latency in a field that never reaches the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message: ``role`` is "system", "user" or "assistant"."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """Everything a backend needs to produce one completion.
+
+    Attributes:
+        model: Provider model name.
+        messages: The chat, system message first.
+        max_tokens: Cap on completion tokens.
+        temperature: Sampling temperature.
+        seed: Seed passed to providers that accept one; the stub keys on it too.
+        schema: Optional JSON schema the reply must follow (JSON mode).
+        metadata: Agent, scenario, phase and such. Real backends never send it, but
+            it is part of the canonical form, so two agents asking the same thing get
+            distinct stub replies and distinct cassette entries.
+    """
+
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int = 256
+    temperature: float = 0.7
+    seed: int | None = None
+    schema: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def canonical(self) -> str:
+        """Return the request as canonical JSON (sorted keys, no whitespace)."""
+        return canonical_json(
+            {
+                "model": self.model,
+                "messages": [[m.role, m.content] for m in self.messages],
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "seed": self.seed,
+                "schema": self.schema,
+                "metadata": self.metadata,
+            }
+        )
+
+    def digest(self) -> str:
+        """Return the sha256 hex digest of :meth:`canonical`."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by the provider (or estimated by the stub)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    """One completion.
+
+    Attributes:
+        text: The completion text, unparsed.
+        usage: Token usage, or None when the provider did not report it.
+        finish_reason: "stop", "length", ... as the provider says.
+        model: The model that answered.
+        system_fingerprint: Provider build fingerprint, when given.
+        latency_s: Wall-clock seconds; kept out of the trace.
+    """
+
+    text: str
+    usage: Usage | None = None
+    finish_reason: str = "stop"
+    model: str = ""
+    system_fingerprint: str | None = None
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that completes requests asynchronously.
+
+    A backend may also define ``async complete_batch(requests)`` returning a list of
+    responses or exceptions, in request order; the kernel prefers it when present.
+    """
+
+    name: str
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:  # pragma: no cover
+        ...
+
+
+async def complete_all(
+    backend: Backend, requests: Sequence[LLMRequest]
+) -> list[LLMResponse | BaseException]:
+    """Complete ``requests`` concurrently; failures come back as exception values.
+
+    Args:
+        backend: The backend to use.
+        requests: Requests, in creation order.
+
+    Returns:
+        One response or exception per request, in the same order.
+    """
+    batch = getattr(backend, "complete_batch", None)
+    if batch is not None:
+        return list(await batch(requests))
+    if len(requests) == 1:
+        try:
+            return [await backend.complete(requests[0])]
+        except Exception as exc:  # noqa: BLE001 - the kernel fails the one call
+            return [exc]
+    return list(
+        await asyncio.gather(*(backend.complete(r) for r in requests), return_exceptions=True)
+    )
+
+
+def canonical_json(value: Any) -> str:
+    """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+    )
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars and arrays reach payloads from metric code; make them plain.
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if hasattr(value, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate tokens as one per four characters (the usual English rule of thumb)."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+class BackendError(Exception):
+    """A call that failed for good (after any retries)."""

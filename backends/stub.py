@@ -1,0 +1,116 @@
+"""The deterministic stub backend: offline, free and replayable.
+
+A reply is a pure function of the canonical request (which carries the run seed
+and the agent in its metadata): the request's sha256 seeds a numpy Generator and a
+*behaviour model* turns (request, generator) into text. Scenarios plug in their
+own behaviour models so that default runs show the phenomenon under study with a
+known ground truth; without one, the stub writes schema-valid JSON with random
+values, or filler prose.
+
+Replies go through the same lenient parsing path as real model output. Usage is
+estimated at four characters per token, and text longer than ``max_tokens`` is cut
+off with ``finish_reason="length"``, as a real provider would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from backends.base import LLMRequest, LLMResponse, Usage, estimate_tokens
+
+Behaviour = Callable[[LLMRequest, np.random.Generator], "str | Mapping[str, Any]"]
+
+_WORDS = (
+    "the group should weigh evidence carefully before acting because costs and benefits "
+    "fall on different people over time and trust matters as much as outcomes"
+).split()
+
+
+class StubBackend:
+    """Deterministic backend; see the module docstring.
+
+    Args:
+        behaviour: Scenario behaviour model; None for the generic one.
+        malformed_rate: Share of replies replaced by non-JSON text, to exercise
+            the lenient parser (0 by default).
+        model: Model name reported in responses.
+    """
+
+    name = "stub"
+
+    def __init__(
+        self, behaviour: Behaviour | None = None, *, malformed_rate: float = 0.0, model: str = "stub"
+    ) -> None:
+        if not 0.0 <= malformed_rate <= 1.0:
+            raise ValueError(f"malformed_rate: must be in [0, 1], got {malformed_rate}")
+        self.behaviour = behaviour or generic_behaviour
+        self.malformed_rate = malformed_rate
+        self.model = model
+
+    def respond(self, request: LLMRequest) -> LLMResponse:
+        """Produce the reply to ``request`` synchronously."""
+        canonical = request.canonical()
+        digest = hashlib.sha256(canonical.encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
+        if self.malformed_rate and rng.random() < self.malformed_rate:
+            text = "I am not sure how to answer in that format, sorry."
+        else:
+            out = self.behaviour(request, rng)
+            text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+        limit = request.max_tokens * 4
+        finish = "stop"
+        if len(text) > limit:
+            text, finish = text[:limit], "length"
+        prompt_tokens = sum(estimate_tokens(m.content) for m in request.messages)
+        return LLMResponse(
+            text=text,
+            usage=Usage(prompt_tokens, estimate_tokens(text)),
+            finish_reason=finish,
+            model=request.model or self.model,
+        )
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Async form of :meth:`respond`."""
+        return self.respond(request)
+
+    async def complete_batch(self, requests: Sequence[LLMRequest]) -> list[LLMResponse]:
+        """Answer a batch in one go (no task per request)."""
+        return [self.respond(r) for r in requests]
+
+
+def generic_behaviour(request: LLMRequest, rng: np.random.Generator) -> str | dict[str, Any]:
+    """Schema-valid random JSON when a schema is given, else filler prose."""
+    if request.schema is not None:
+        return sample_schema(request.schema, rng)
+    return prose(rng, min(request.max_tokens // 2, 60))
+
+
+def prose(rng: np.random.Generator, n_words: int) -> str:
+    """``n_words`` words of filler text."""
+    idx = rng.integers(len(_WORDS), size=max(1, n_words))
+    return " ".join(_WORDS[i] for i in idx).capitalize() + "."
+
+
+def sample_schema(schema: Mapping[str, Any], rng: np.random.Generator) -> Any:
+    """Draw a value that satisfies a (simple) JSON schema."""
+    if "enum" in schema:
+        options = schema["enum"]
+        return options[int(rng.integers(len(options)))]
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: sample_schema(v, rng) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [sample_schema(schema.get("items", {}), rng) for _ in range(int(rng.integers(1, 4)))]
+    if kind == "number":
+        lo, hi = schema.get("minimum", 0.0), schema.get("maximum", 1.0)
+        return round(float(rng.uniform(lo, hi)), 3)
+    if kind == "integer":
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 10)
+        return int(rng.integers(lo, hi + 1))
+    if kind == "boolean":
+        return bool(rng.random() < 0.5)
+    return prose(rng, int(rng.integers(4, 12)))

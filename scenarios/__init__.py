@@ -1,0 +1,1 @@
+"""Experiments, one package each; run any with ``python -m scenarios.<name> --help``."""

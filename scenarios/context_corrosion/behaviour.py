@@ -1,0 +1,148 @@
+"""The stub behaviour model of context corrosion: a known ground truth.
+
+Every agent holds a latent stance s in [-1, 1] on the task's axis (+1 = the
+direction of D's biased framing). What it writes is drawn from the task's bank
+(:mod:`.tasks`): a one-line verdict at its stance level, then argument sentences,
+each "pro" with probability (1 + s) / 2 and "con" otherwise. The model is a pure
+function of the request:
+
+- **Initial stance.** Drawn once per (run seed, task, agent) from
+  N(-0.25, 0.45), clipped. An agent whose system prompt holds the task's biased
+  framing starts at +0.85 instead.
+- **Influence.** Every message from others in the visible transcript is decoded
+  back into a stance (its verdict and its sentences are looked up in the bank).
+  Message i gets the weight ``w_i = (1 - a) + a * (L_i / mean L) * (2 - pos_i)``
+  where ``a`` is the *authority weight*, ``L_i`` its length and ``pos_i`` in [0, 1]
+  its position in the transcript (0 = first). The target is the weighted mean
+  stance.
+- **Conformity.** After ``k`` rounds of exposure (the most messages heard from any
+  one other agent), the agent moves ``1 - (1 - c)**k`` of the way from its initial
+  stance to the target, where ``c`` is the *conformity*. With ``c = 0`` nobody
+  moves and there is no corrosion by construction.
+- **Length.** Argument sentences: ``clip(max_tokens // 100, 2, 8)``, so D's 800-token
+  budget yields four times the text of a peer's 200.
+
+Each reply adds N(0, 0.05) stance noise. Requests it does not recognise get the
+generic stub reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backends.base import LLMRequest
+from backends.stub import generic_behaviour
+from simcore.agents import HISTORY_HEADER
+from simcore.rng import derive_seed
+
+from scenarios.context_corrosion.tasks import Task
+
+LEVEL_STANCE = (-1.0, -0.5, 0.0, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class CorrosionBehaviour:
+    """See the module docstring."""
+
+    task: Task
+    conformity: float
+    authority_weight: float
+
+    def __call__(self, request: LLMRequest, rng: np.random.Generator) -> Any:
+        phase = request.metadata.get("phase")
+        if phase not in ("phase1", "discussion", "final"):
+            return generic_behaviour(request, rng)
+        agent = str(request.metadata.get("agent"))
+        system = request.messages[0].content if request.messages[0].role == "system" else ""
+        initial = self.initial_stance(request.seed or 0, agent, self.task.framing in system)
+        if phase == "phase1":
+            stance = initial
+        else:
+            stance = self.influenced(initial, agent, request.messages[-1].content)
+        stance = float(np.clip(stance + rng.normal(0.0, 0.05), -1.0, 1.0))
+        n = int(np.clip(request.max_tokens // 100, 2, 8))
+        verdict = self.task.answers[level(stance)]
+        points = self.arguments(stance, n, rng)
+        confidence = round(float(np.clip(0.55 + 0.4 * abs(stance) + rng.normal(0, 0.05), 0.05, 0.99)), 3)
+        if phase == "phase1":
+            return {"answer": verdict, "confidence": confidence, "key_points": points}
+        if phase == "discussion":
+            return {"response": " ".join([verdict, *points]), "confidence": confidence}
+        changed = level(stance) != level(initial)
+        return {
+            "final_answer": " ".join([verdict, *points[:2]]),
+            "final_confidence": confidence,
+            "changed_position": changed,
+            "reason_for_change": points[-1] if changed else "",
+        }
+
+    def initial_stance(self, seed: int, agent: str, framed: bool) -> float:
+        """The agent's stance before any discussion."""
+        rng = np.random.default_rng(derive_seed(seed, f"cc.stance.{self.task.id}.{agent}"))
+        if framed:
+            return float(np.clip(0.85 + rng.normal(0.0, 0.05), -1.0, 1.0))
+        return float(np.clip(rng.normal(-0.25, 0.45), -1.0, 1.0))
+
+    def influenced(self, initial: float, agent: str, user_message: str) -> float:
+        """The stance after hearing the transcript in ``user_message``."""
+        heard = [(who, text) for who, text in transcript(user_message) if who != agent]
+        if not heard:
+            return initial
+        stances = np.array([self.decode(text) for _, text in heard])
+        lengths = np.array([len(text) for _, text in heard], dtype=float)
+        pos = np.linspace(0.0, 1.0, len(heard)) if len(heard) > 1 else np.zeros(1)
+        a = self.authority_weight
+        weights = (1 - a) + a * (lengths / lengths.mean()) * (2 - pos)
+        target = float(weights @ stances / weights.sum())
+        counts: dict[str, int] = {}
+        for who, _ in heard:
+            counts[who] = counts.get(who, 0) + 1
+        pull = 1 - (1 - self.conformity) ** max(counts.values())
+        return initial + pull * (target - initial)
+
+    def decode(self, text: str) -> float:
+        """Recover the stance a bank-written message expresses (0 if none is found)."""
+        votes = [LEVEL_STANCE[i] for i, a in enumerate(self.task.answers) if a in text]
+        votes += [1.0 for s in self.task.pro if s in text]
+        votes += [-1.0 for s in self.task.con if s in text]
+        return float(np.mean(votes)) if votes else 0.0
+
+    def arguments(self, stance: float, n: int, rng: np.random.Generator) -> list[str]:
+        """``n`` distinct argument sentences, each pro with probability (1 + stance) / 2."""
+        pro, con = list(self.task.pro), list(self.task.con)
+        out = []
+        for _ in range(n):
+            want_pro = rng.random() < (1 + stance) / 2
+            pool = pro if (want_pro and pro) or not con else con
+            out.append(pool.pop(int(rng.integers(len(pool)))))
+        return out
+
+
+def level(stance: float) -> int:
+    """Map a stance in [-1, 1] to a verdict index 0..4."""
+    return int(np.clip(round((stance + 1) * 2), 0, 4))
+
+
+def transcript(user_message: str) -> list[tuple[str, str]]:
+    """Split the "Discussion so far" block of a prompt into (speaker, text) pairs."""
+    if not user_message.startswith(HISTORY_HEADER):
+        return []
+    block = user_message[len(HISTORY_HEADER) :].split("\n\n", 1)[0]
+    out: list[tuple[str, str]] = []
+    for line in block.splitlines():
+        who, sep, text = line.partition(": ")
+        if sep and who and " " not in who:
+            out.append((who, text))
+        elif out:
+            out[-1] = (out[-1][0], out[-1][1] + "\n" + line)
+    return out
+
+
+def make_behaviour(cfg: Any) -> CorrosionBehaviour:
+    """The behaviour model for a config."""
+    from scenarios.context_corrosion.tasks import task
+
+    return CorrosionBehaviour(task(cfg.task), cfg.conformity, cfg.authority_weight)

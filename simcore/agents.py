@@ -1,0 +1,132 @@
+"""LLM agents: Mesa agents whose ``ask`` returns a SimPy event.
+
+Every structural difference between agents (token budget, role, speaking rate,
+persona) is a constructor parameter and lives nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import mesa
+
+from backends.base import LLMRequest, Message as ChatMessage
+from simcore.memory import FullMemory, Memory, render
+from simcore.messages import Message
+from simcore.schema import json_schema
+
+HISTORY_HEADER = "Discussion so far:\n"
+
+if TYPE_CHECKING:
+    from backends.base import Backend
+    from simcore.kernel import LLMCall, World
+
+
+class LLMAgent(mesa.Agent):
+    """An agent that talks through an LLM.
+
+    Args:
+        world: The world the agent lives in.
+        name: Unique, human-readable id ("D", "P1", ...); the topology's node name.
+        role: Free-form role ("dominant", "peer", ...); protocols may select on it.
+        persona: System prompt.
+        model_name: LLM model name, or None for the world's default
+            (``model`` is Mesa's reference to the world).
+        temperature: Sampling temperature.
+        max_output_tokens: Completion budget per call.
+        memory: Which visible messages enter prompts.
+        backend: Own backend, or None for the world's.
+        speaking_rate: Tokens per simulated second, for the default duration model.
+        params: Anything else a scenario needs (style, budget, ...).
+    """
+
+    def __init__(
+        self,
+        world: "World",
+        name: str,
+        *,
+        role: str = "agent",
+        persona: str = "",
+        model_name: str | None = None,
+        temperature: float = 0.7,
+        max_output_tokens: int = 256,
+        memory: Memory | None = None,
+        backend: "Backend | None" = None,
+        speaking_rate: float = 4.0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(world)
+        if name in world.by_name:
+            raise ValueError(f"agent name {name!r} is already taken")
+        self.world = world
+        self.name = name
+        self.role = role
+        self.persona = persona
+        self.model_name = model_name or world.model_name
+        self.temperature = temperature
+        self.max_output_tokens = max_output_tokens
+        self.memory: Memory = memory or FullMemory()
+        self.backend = backend
+        self.speaking_rate = speaking_rate
+        self.params = dict(params or {})
+        world.by_name[name] = self
+
+    def __repr__(self) -> str:
+        return f"LLMAgent({self.name!r}, role={self.role!r})"
+
+    def visible(self) -> list[Message]:
+        """Messages this agent can see, oldest first."""
+        return self.world.board.visible(self.name)
+
+    def context(self) -> str:
+        """The transcript that enters this agent's prompts, per its memory strategy."""
+        return render(self.memory.select(self.visible()))
+
+    def ask(
+        self,
+        prompt: str,
+        *,
+        schema: type | None = None,
+        phase: str = "",
+        history: bool = True,
+        max_tokens: int | None = None,
+        persona: str | None = None,
+        **fields: Any,
+    ) -> "LLMCall":
+        """Ask the LLM; returns an event that succeeds with a :class:`~simcore.kernel.Reply`.
+
+        Args:
+            prompt: The user instruction.
+            schema: Reply dataclass; the reply is parsed leniently into it.
+            phase: Phase name; a structural field of the trace events.
+            history: Prepend the visible transcript (per memory strategy).
+            max_tokens: Override of ``max_output_tokens`` for this call.
+            persona: Override of the system prompt for this call.
+            **fields: More structural fields (round, game, ...).
+        """
+        user = prompt
+        if history:
+            transcript = self.context()
+            if transcript:
+                user = f"{HISTORY_HEADER}{transcript}\n\n{prompt}"
+        system = self.persona if persona is None else persona
+        messages = (ChatMessage("system", system), ChatMessage("user", user)) if system else (
+            ChatMessage("user", user),
+        )
+        meta = {"agent": self.name, "scenario": self.world.scenario, "phase": phase, **fields}
+        request = LLMRequest(
+            model=self.model_name,
+            messages=messages,
+            max_tokens=max_tokens or self.max_output_tokens,
+            temperature=self.temperature,
+            seed=self.world.seed,
+            schema=None if schema is None else json_schema(schema),
+            metadata=meta,
+        )
+        return self.world.request(self, request, schema, {"phase": phase, **fields} if phase else fields)
+
+    def say(self, text: str, **fields: Any) -> Message:
+        """Post a public message, visible to this agent's successors, and trace it."""
+        msg = self.world.board.post(self.world.now, self.name, text, fields)
+        self.world.emit("message", self.name, {"text": text}, **fields)
+        return msg

@@ -1,0 +1,154 @@
+"""The command line every scenario shares: ``python -m scenarios.<name> [flags]``.
+
+Common flags: ``--seed``, ``--backend``, ``--model``, ``--base-url``, ``--out``,
+``--config FILE`` (YAML), ``--json``. Every config field becomes a flag too
+(``rounds`` -> ``--rounds``; booleans get ``--x/--no-x``). Values resolve as
+defaults < config file < flags. Bad input prints one line naming the field and
+what is allowed, exits with status 2 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Sequence
+
+from backends.registry import BACKENDS, BackendSpec
+from simcore.config import Config, ConfigError, _base_type, _describe, coerce_field, field_types
+from simcore.rng import MAX_SEED
+from simcore.scenario import Scenario
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a single line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def fail(message: str) -> NoReturn:
+    """Print a one-line error and exit with status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    """Flags every scenario command takes."""
+    parser.add_argument("--seed", default="42", help="run seed, 0..2**32-1 (default: 42)")
+    parser.add_argument(
+        "--backend", default="stub", help=f"LLM backend: {', '.join(BACKENDS)} (default: stub)"
+    )
+    parser.add_argument("--model", default=None, help="model for agents that name none")
+    parser.add_argument("--base-url", default=None, help="endpoint of an HTTP backend")
+    parser.add_argument("--out", default="runs", help="output root (default: runs)")
+    parser.add_argument("--config", metavar="FILE", default=None, help="YAML file of config fields")
+    parser.add_argument(
+        "--json", action="store_true", help="print the results JSON to stdout and nothing else"
+    )
+
+
+def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) -> None:
+    """One flag per config field, all defaulting to None ("not given")."""
+    group = parser.add_argument_group(f"{config_type.__name__} fields")
+    hints = field_types(config_type)
+    for f in dataclasses.fields(config_type):
+        tp, _ = _base_type(hints[f.name])
+        flag = "--" + f.name.replace("_", "-")
+        desc = f.metadata.get("help", "")
+        allowed = _describe(tp, f.metadata) if tp in (int, float, bool, str) else ""
+        text = f"{desc} (default: {f.default!r}{'; ' + allowed if allowed else ''})".strip()
+        if tp is bool:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif tp in (int, float, str):
+            group.add_argument(flag, dest=f.name, default=None, metavar=tp.__name__.upper(), help=text)
+
+
+def parse_seed(value: Any) -> int:
+    """Validate a seed: an integer in 0..2**32-1."""
+    try:
+        seed = int(value)
+        if str(value).strip() not in (str(seed), f"+{seed}"):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {value!r}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {seed}")
+    return seed
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a YAML config file into a mapping."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config: file {path!r} not found")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        raise ConfigError(f"config: invalid YAML in {path!r}: {first}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {path!r} must hold a mapping of field names to values")
+    return data
+
+
+def resolve_config(config_type: type[Config], args: argparse.Namespace) -> Config:
+    """Defaults < ``--config`` file < flags; validated."""
+    data: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    names = {f.name for f in dataclasses.fields(config_type)}
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            data[name] = coerce_field(config_type, name, value)
+    return config_type.from_mapping(data)
+
+
+def backend_spec(args: argparse.Namespace) -> BackendSpec:
+    """The backend spec the flags describe."""
+    if args.backend not in BACKENDS:
+        raise ConfigError(f"backend: must be one of {', '.join(BACKENDS)}; got {args.backend!r}")
+    return BackendSpec(name=args.backend, model=args.model or args.backend, base_url=args.base_url)
+
+
+def build_parser(scenario: Scenario) -> OneLineParser:
+    """The scenario's argument parser."""
+    extra = f" Subcommands: {', '.join(scenario.commands)} (each has --help)." if scenario.commands else ""
+    parser = OneLineParser(
+        prog=f"python -m scenarios.{scenario.name}",
+        description=scenario.description + extra,
+    )
+    add_common_args(parser)
+    add_config_args(parser, scenario.config_type)
+    return parser
+
+
+def main(scenario: Scenario, argv: Sequence[str] | None = None) -> int:
+    """Run one trial from the command line; returns the exit status."""
+    from simcore.runner import run_trial, write_run
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in scenario.commands:
+        return scenario.commands[argv[0]](argv[1:])
+    args = build_parser(scenario).parse_args(argv)
+    try:
+        seed = parse_seed(args.seed)
+        config = resolve_config(scenario.config_type, args)
+        spec = backend_spec(args)
+        trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
+    except ConfigError as exc:
+        fail(str(exc))
+    run_dir = write_run(trial, args.out)
+    results = {**trial.results, "run_dir": str(run_dir)}
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True, default=str))
+    else:
+        if scenario.summarize:
+            print(scenario.summarize(results))
+        if trial.status != "ok":
+            print(f"trial failed: {trial.error}", file=sys.stderr)
+        print(f"run directory: {run_dir}")
+    return 0 if trial.status == "ok" else 1

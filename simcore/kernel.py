@@ -1,0 +1,333 @@
+"""The kernel: a Mesa model on a SimPy clock, with LLM calls as SimPy events.
+
+Scenario logic is written as SimPy processes. ``agent.ask(...)`` returns an
+:class:`LLMCall` event at once and queues its request; the driver
+(:meth:`World.run_async`) co-schedules SimPy and asyncio:
+
+1. process every SimPy event due at the current instant;
+2. if requests are outstanding, await them all concurrently, then deliver each
+   result in request-creation order (never completion order), each scheduled
+   ``duration(agent, reply)`` simulated seconds later;
+3. otherwise advance SimPy to its next event, and stop when none is left.
+
+So requests made at the same simulated instant run concurrently, dependent turns
+run in sequence, and the trace never depends on network timing. The kernel does no
+I/O and draws no randomness: the backend does the former, named streams
+(:mod:`simcore.rng`) the latter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Mapping, Sequence
+
+import mesa
+import simpy
+from simpy.events import NORMAL
+
+from backends.base import Backend, LLMRequest, LLMResponse, Usage, complete_all
+from simcore.messages import Board
+from simcore.rng import Streams
+from simcore.schema import parse_reply
+from simcore.trace import Trace
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from simcore.agents import LLMAgent
+
+Process = Generator[simpy.Event, Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What an :class:`LLMCall` delivers.
+
+    Attributes:
+        agent: Name of the agent that asked.
+        text: Raw completion text.
+        value: Parsed reply (schema instance or dict), or None.
+        parse_error: True when a schema was asked for and none could be recovered.
+        usage: Token usage, or None when the backend did not report it.
+        finish_reason: As reported by the backend.
+        t_asked: Simulated time of the request.
+        t_done: Simulated time of delivery.
+        digest: sha256 of the canonical request.
+    """
+
+    agent: str
+    text: str
+    value: Any
+    parse_error: bool
+    usage: Usage | None
+    finish_reason: str
+    t_asked: float
+    t_done: float
+    digest: str
+
+    @property
+    def tokens(self) -> int:
+        """Completion tokens, estimated from the text when usage is missing."""
+        if self.usage is not None:
+            return self.usage.completion_tokens
+        return max(1, math.ceil(len(self.text) / 4))
+
+
+def speaking_time(agent: "LLMAgent", reply: Reply) -> float:
+    """Default duration model: completion tokens / the agent's speaking rate.
+
+    ``agent.speaking_rate`` is in tokens per simulated second (default 4, about
+    three spoken words a second), so an 800-token turn lasts 200 simulated seconds.
+    """
+    return reply.tokens / agent.speaking_rate
+
+
+DurationModel = Callable[["LLMAgent", Reply], float]
+
+
+class LLMCall(simpy.Event):
+    """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`."""
+
+    __slots__ = ("agent", "request", "schema", "fields", "digest", "t_asked")
+
+    def __init__(
+        self,
+        world: "World",
+        agent: "LLMAgent",
+        request: LLMRequest,
+        schema: type | None,
+        fields: Mapping[str, Any],
+    ) -> None:
+        super().__init__(world.env)
+        self.agent = agent
+        self.request = request
+        self.schema = schema
+        self.fields = fields
+        self.digest = request.digest()
+        self.t_asked = world.env.now
+        # First callback, so the reply is traced before any process resumes on it.
+        self.callbacks.append(world._on_delivered)
+
+    def _deliver(self, reply: Reply, delay: float) -> None:
+        # Same mechanism as simpy.Timeout: mark triggered, schedule in the future.
+        self._ok = True
+        self._value = reply
+        self.env.schedule(self, NORMAL, delay)
+
+
+class World(mesa.Model):
+    """A simulation: Mesa agents, a SimPy clock, a topology, a trace and a backend.
+
+    Args:
+        seed: The run seed; every random stream derives from it.
+        backend: Default backend for agents that have none of their own.
+        scenario: Scenario name, recorded in request metadata.
+        model_name: Default LLM model for agents that name none.
+        topology: Who hears whom (edge u->v: v hears u); None means everyone.
+        duration: Simulated duration of a delivered reply.
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        backend: Backend,
+        *,
+        scenario: str = "",
+        model_name: str = "stub",
+        topology: "nx.DiGraph | None" = None,
+        duration: DurationModel = speaking_time,
+    ) -> None:
+        self.streams = Streams(seed)
+        super().__init__(rng=self.streams.numpy("mesa"))
+        self.seed = seed
+        self.backend = backend
+        self.scenario = scenario
+        self.model_name = model_name
+        self.env = simpy.Environment()
+        self.trace = Trace()
+        self.board = Board(topology)
+        self.duration = duration
+        self.usage: dict[str, dict[str, int]] = {}
+        self.latency_s: dict[str, float] = {}  # wall-clock, per model; never traced
+        self.by_name: dict[str, LLMAgent] = {}
+        self.state: dict[str, Any] = {}
+        self._pending: list[LLMCall] = []
+
+    def set_topology(self, graph: "nx.DiGraph | None") -> None:
+        """Set who hears whom; must happen before the first message."""
+        if self.board.messages:
+            raise RuntimeError("topology: cannot change after messages were posted")
+        if graph is not None:
+            unknown = [n for n in graph.nodes if n not in self.by_name]
+            if unknown:
+                raise ValueError(f"topology: nodes {unknown[:5]} are not agents")
+        self.board = Board(graph)
+
+    # -- time and processes -------------------------------------------------
+    @property
+    def now(self) -> float:
+        """Current simulated time."""
+        return self.env.now
+
+    def process(self, generator: Process) -> simpy.Process:
+        """Start a SimPy process."""
+        return self.env.process(generator)
+
+    def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:
+        """An event that fires ``delay`` simulated seconds from now."""
+        return self.env.timeout(delay, value)
+
+    def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event:
+        """An event that succeeds with the list of the events' values, in the given order."""
+        events = list(events)
+        done = self.env.event()
+
+        def finish(cond: simpy.Event) -> None:
+            if cond.ok:
+                done.succeed([e.value for e in events])
+            else:
+                cond.defused = True
+                done.fail(cond.value)
+
+        self.env.all_of(events).callbacks.append(finish)
+        return done
+
+    # -- trace --------------------------------------------------------------
+    def emit(
+        self,
+        kind: str,
+        agent: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
+        """Record an event at the current simulated time.
+
+        Keyword arguments are structural fields (phase, round, ...) and enter the
+        event's signature; ``payload`` holds content and does not.
+        """
+        self.trace.emit(self.env.now, kind, agent, fields, payload)
+
+    # -- LLM calls ----------------------------------------------------------
+    def request(
+        self,
+        agent: "LLMAgent",
+        request: LLMRequest,
+        schema: type | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> LLMCall:
+        """Queue ``request`` for ``agent`` and return the event of its reply."""
+        fields = dict(fields or {})
+        call = LLMCall(self, agent, request, schema, fields)
+        self.trace.emit(
+            self.env.now,
+            "llm.call",
+            agent.name,
+            fields,
+            {"request": call.digest[:16], "max_tokens": request.max_tokens},
+        )
+        self._pending.append(call)
+        return call
+
+    async def run_async(self, until: float | None = None) -> None:
+        """Run the simulation to completion (or to simulated time ``until``)."""
+        env, inf = self.env, math.inf
+        try:
+            while True:
+                now = env.now
+                while env.peek() == now:
+                    env.step()
+                if self._pending:
+                    await self._dispatch()
+                    continue
+                nxt = env.peek()
+                if nxt == inf or (until is not None and nxt > until):
+                    break
+                env.step()
+        finally:
+            # Mesa keeps a class-level id counter per model; drop ours so that
+            # finished worlds can be garbage-collected in long sweeps.
+            mesa.Agent._ids.pop(self, None)
+
+    def run(self, until: float | None = None) -> None:
+        """Run on a fresh asyncio loop (for callers that are not async)."""
+        asyncio.run(self.run_async(until))
+
+    async def _dispatch(self) -> None:
+        batch, self._pending = self._pending, []
+        groups: dict[int, tuple[Backend, list[int]]] = {}
+        for i, call in enumerate(batch):
+            backend = call.agent.backend or self.backend
+            groups.setdefault(id(backend), (backend, []))[1].append(i)
+        results: list[LLMResponse | BaseException | None] = [None] * len(batch)
+
+        async def run_group(backend: Backend, idx: list[int]) -> None:
+            out = await complete_all(backend, [batch[i].request for i in idx])
+            for i, res in zip(idx, out):
+                results[i] = res
+
+        if len(groups) == 1:
+            await run_group(*next(iter(groups.values())))
+        else:
+            await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
+        for call, res in zip(batch, results):
+            self._deliver(call, res)
+
+    def _deliver(self, call: LLMCall, res: LLMResponse | BaseException | None) -> None:
+        model = call.request.model
+        ledger = self.usage.get(model)
+        if ledger is None:
+            ledger = self.usage[model] = dict.fromkeys(
+                ("calls", "errors", "prompt_tokens", "completion_tokens", "missing_usage"), 0
+            )
+        ledger["calls"] += 1
+        if not isinstance(res, LLMResponse):
+            ledger["errors"] += 1
+            call.fail(res if isinstance(res, BaseException) else RuntimeError("no response"))
+            return
+        self.latency_s[model] = self.latency_s.get(model, 0.0) + res.latency_s
+        if res.usage is None:
+            ledger["missing_usage"] += 1
+        else:
+            ledger["prompt_tokens"] += res.usage.prompt_tokens
+            ledger["completion_tokens"] += res.usage.completion_tokens
+        if call.schema is None:
+            value, error = None, False
+        else:
+            parsed = parse_reply(res.text, call.schema)
+            value, error = parsed.value, parsed.parse_error
+        reply = Reply(
+            call.agent.name, res.text, value, error, res.usage, res.finish_reason,
+            call.t_asked, 0.0, call.digest,
+        )
+        delay = max(0.0, float(self.duration(call.agent, reply)))
+        call._deliver(replace(reply, t_done=self.env.now + delay), delay)
+
+    def _on_delivered(self, call: simpy.Event) -> None:
+        assert isinstance(call, LLMCall)
+        if call.ok:
+            r: Reply = call.value
+            payload: dict[str, Any] = {
+                "text": r.text,
+                "finish_reason": r.finish_reason,
+                "tokens": None if r.usage is None else [r.usage.prompt_tokens, r.usage.completion_tokens],
+            }
+            if r.parse_error:
+                payload["parse_error"] = True
+            self.trace.emit(self.env.now, "llm.reply", r.agent, call.fields, payload)
+        else:
+            exc = call.value
+            self.trace.emit(
+                self.env.now, "llm.error", call.agent.name, call.fields,
+                {"error": type(exc).__name__, "message": str(exc)[:500]},
+            )
+
+
+async def run_worlds(worlds: Sequence[World]) -> None:
+    """Run several worlds concurrently on the current asyncio loop.
+
+    Each world's calls overlap with every other world's, so a Monte Carlo against a
+    real backend waits for one round-trip per step, not one per trial.
+    """
+    await asyncio.gather(*(w.run_async() for w in worlds))

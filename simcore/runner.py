@@ -1,0 +1,163 @@
+"""Run one trial of a scenario and record it.
+
+:func:`run_trial_async` builds a world, runs it and analyses it; it never writes.
+:func:`write_run` turns the outcome into a run directory:
+
+- ``manifest.json``: scenario, resolved config, seed, backend spec, package
+  versions, code revision, trace hash;
+- ``trace.jsonl``: every event, byte-identical for the same seed and responses;
+- ``results.json``: status, metrics and usage;
+- ``timings.json``: wall-clock figures, which replay ignores;
+- whatever the scenario's ``write_artifacts`` adds (plots, seed-format files).
+
+A trial whose backend fails for good still produces a run directory: status
+"error", the partial trace, and an error record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backends.base import Backend
+from backends.registry import BackendSpec, make_backend
+from simcore.config import Config
+from simcore.kernel import World
+from simcore.records import (
+    check_run_id, code_revision, new_run_id, package_versions, staged_dir, utc_now, write_json,
+    atomic_write,
+)
+from simcore.scenario import Scenario
+from simcore.trace import Trace
+
+
+@dataclass
+class TrialResult:
+    """The outcome of one trial (in memory)."""
+
+    scenario: Scenario
+    config: Config
+    seed: int
+    backend: BackendSpec
+    status: str
+    error: dict[str, Any] | None
+    world: World
+    results: dict[str, Any]
+    wall_s: float
+
+    @property
+    def trace(self) -> Trace:
+        return self.world.trace
+
+
+def build_world(
+    scenario: Scenario, config: Config, seed: int, spec: BackendSpec, backend: Backend | None = None
+) -> World:
+    """Create a world with the scenario's agents and processes, ready to run."""
+    if backend is None:
+        behaviour = scenario.behaviour(config) if scenario.behaviour else None
+        backend = make_backend(spec, behaviour)
+    world = World(seed, backend, scenario=scenario.name, model_name=spec.model)
+    scenario.build(world, config)
+    return world
+
+
+async def run_trial_async(
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    spec: BackendSpec | None = None,
+    backend: Backend | None = None,
+) -> TrialResult:
+    """Run one trial to the end and analyse it.
+
+    Args:
+        scenario: The scenario.
+        config: A validated config.
+        seed: The run seed.
+        spec: Backend spec (recorded in the manifest); the stub by default.
+        backend: A ready backend to use instead of building one from ``spec``.
+
+    Returns:
+        The :class:`TrialResult`; status "error" if the run raised.
+    """
+    spec = spec or BackendSpec()
+    world = build_world(scenario, config, seed, spec, backend)
+    start = time.perf_counter()
+    status, error = "ok", None
+    try:
+        await world.run_async()
+    except Exception as exc:  # noqa: BLE001 - a failed trial is a result, not a crash
+        status = "error"
+        error = {"type": type(exc).__name__, "message": str(exc)[:2000], "sim_time": world.now}
+    wall = time.perf_counter() - start
+    metrics_error = None
+    try:
+        results = dict(scenario.analyze(world, config))
+    except Exception as exc:  # noqa: BLE001
+        if status == "ok":
+            raise
+        results, metrics_error = {"metrics": {}}, f"{type(exc).__name__}: {exc}"
+    results = {
+        "scenario": scenario.name,
+        "seed": seed,
+        "status": status,
+        "error": error,
+        **results,
+        "usage": world.usage,
+        "n_events": len(world.trace),
+        "trace_sha256": world.trace.sha256(),
+    }
+    if metrics_error:
+        results["analysis_error"] = metrics_error
+    return TrialResult(scenario, config, seed, spec, status, error, world, results, wall)
+
+
+def run_trial(
+    scenario: Scenario, config: Config, seed: int, spec: BackendSpec | None = None
+) -> TrialResult:
+    """Synchronous :func:`run_trial_async` on a fresh event loop."""
+    return asyncio.run(run_trial_async(scenario, config, seed, spec))
+
+
+def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
+    """The manifest of a finished trial."""
+    return {
+        "scenario": trial.scenario.name,
+        "run_id": run_id,
+        "seed": trial.seed,
+        "config": trial.config.to_dict(),
+        "backend": trial.backend.to_dict(),
+        "models": sorted(trial.world.usage),
+        "status": trial.status,
+        "trace_sha256": trial.results["trace_sha256"],
+        "n_events": trial.results["n_events"],
+        "versions": package_versions(),
+        "code_revision": code_revision(),
+        "created_utc": utc_now(),
+    }
+
+
+def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) -> Path:
+    """Write ``trial`` to ``out/<scenario>/<run-id>/`` atomically; return the directory."""
+    run_id = check_run_id(run_id or new_run_id(trial.seed))
+    final = Path(out) / trial.scenario.name / run_id
+    results = {**trial.results, "run_id": run_id}
+    with staged_dir(final) as stage:
+        atomic_write(stage / "trace.jsonl", trial.trace.to_jsonl())
+        if trial.scenario.write_artifacts is not None and trial.status == "ok":
+            try:
+                results.update(trial.scenario.write_artifacts(stage, trial.world, trial.config, results) or {})
+            except Exception as exc:  # noqa: BLE001 - a failed plot must not lose the run
+                results["artifact_error"] = f"{type(exc).__name__}: {exc}"
+        write_json(stage / "manifest.json", manifest(trial, run_id))
+        write_json(stage / "results.json", results)
+        write_json(
+            stage / "timings.json",
+            {"wall_s": trial.wall_s, "latency_s": trial.world.latency_s, "written_utc": utc_now()},
+        )
+    trial.results = results
+    return final

@@ -1,0 +1,70 @@
+"""What a scenario package provides to the framework.
+
+Each package under ``scenarios/`` exposes ``SCENARIO``, a :class:`Scenario`. The
+CLI, replay, the batch runner and the HTTP API work from it alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from simcore.config import Config
+
+if TYPE_CHECKING:
+    from backends.stub import Behaviour
+    from simcore.kernel import World
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A runnable experiment.
+
+    Attributes:
+        name: Package name under ``scenarios/``.
+        description: One line for ``--help``.
+        config_type: The scenario's :class:`~simcore.config.Config` subclass.
+        build: Creates the agents, topology and processes in a fresh world.
+        analyze: Reads the finished world; returns the results object, whose
+            ``"metrics"`` entry maps names to scalars (the batch runner's columns).
+        behaviour: Makes the stub behaviour model for a config, or None.
+        summarize: Turns results into a few lines for the terminal.
+        write_artifacts: Writes plots and scenario-specific files into a run dir;
+            may return entries to add to the results (e.g. plot paths).
+        commands: Extra subcommands (``python -m scenarios.X NAME ...``).
+    """
+
+    name: str
+    description: str
+    config_type: type[Config]
+    build: Callable[["World", Any], None]
+    analyze: Callable[["World", Any], dict[str, Any]]
+    behaviour: Callable[[Any], "Behaviour"] | None = None
+    summarize: Callable[[dict[str, Any]], str] | None = None
+    write_artifacts: Callable[[Path, "World", Any, dict[str, Any]], dict[str, Any] | None] | None = None
+    commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
+
+
+def load_scenario(name: str) -> Scenario:
+    """Import ``scenarios.<name>`` and return its ``SCENARIO``.
+
+    Raises:
+        ValueError: for a malformed or unknown name.
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"scenario: must be a package name like context_corrosion; got {name!r}")
+    try:
+        module = importlib.import_module(f"scenarios.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name in (f"scenarios.{name}", "scenarios"):
+            raise ValueError(f"scenario: unknown scenario {name!r}") from None
+        raise
+    scenario = getattr(module, "SCENARIO", None)
+    if not isinstance(scenario, Scenario):
+        raise ValueError(f"scenario: scenarios.{name} defines no SCENARIO")
+    return scenario

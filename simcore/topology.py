@@ -1,0 +1,172 @@
+"""Communication topologies as NetworkX DiGraphs over agent names.
+
+An edge u->v means v hears u. Undirected families (ring, small-world, scale-free)
+get both directions. Every scenario takes a topology spec string:
+
+=====================  ==================================================
+``complete``            everyone hears everyone
+``star`` / ``star:X``   hub X (default: the first agent) and spokes, both ways
+``ring``                each agent hears its two neighbours
+``small_world:k=4,p=0.1``  Watts-Strogatz (k neighbours, rewiring p)
+``scale_free:m=2``     Barabasi-Albert (m edges per new node)
+``file:PATH``           an edge list ("u v" per line, directed) or ``.graphml``
+=====================  ==================================================
+
+Random families draw their seed from the run's "topology" stream.
+"""
+
+from __future__ import annotations
+
+from simcore.config import ConfigError
+
+from pathlib import Path
+from typing import Sequence
+
+import networkx as nx
+
+from simcore.rng import derive_seed
+
+FAMILIES = ("complete", "star", "ring", "small_world", "scale_free", "file")
+
+
+def complete(names: Sequence[str]) -> nx.DiGraph:
+    """Everyone hears everyone."""
+    g = _empty(names)
+    g.add_edges_from((u, v) for u in names for v in names if u != v)
+    return g
+
+
+def star(names: Sequence[str], hub: str | None = None) -> nx.DiGraph:
+    """The hub hears and is heard by every spoke; spokes do not hear each other."""
+    hub = names[0] if hub is None else hub
+    if hub not in names:
+        raise ConfigError(f"topology: star hub {hub!r} is not an agent ({', '.join(names)})")
+    g = _empty(names)
+    for v in names:
+        if v != hub:
+            g.add_edge(hub, v)
+            g.add_edge(v, hub)
+    return g
+
+
+def ring(names: Sequence[str]) -> nx.DiGraph:
+    """Each agent hears its predecessor and successor in ``names`` order."""
+    return _relabel(nx.cycle_graph(len(names)), names)
+
+
+def small_world(names: Sequence[str], k: int = 4, p: float = 0.1, seed: int = 0) -> nx.DiGraph:
+    """Watts-Strogatz small world: ring lattice of ``k`` neighbours, rewired with ``p``."""
+    if not 0 <= p <= 1:
+        raise ConfigError(f"topology: small_world p must be in [0, 1], got {p}")
+    if not 2 <= k < len(names):
+        raise ConfigError(f"topology: small_world k must be in 2..{len(names) - 1}, got {k}")
+    return _relabel(nx.watts_strogatz_graph(len(names), k, p, seed=seed), names)
+
+
+def scale_free(names: Sequence[str], m: int = 2, seed: int = 0) -> nx.DiGraph:
+    """Barabasi-Albert preferential attachment with ``m`` edges per new node."""
+    if not 1 <= m < len(names):
+        raise ConfigError(f"topology: scale_free m must be in 1..{len(names) - 1}, got {m}")
+    return _relabel(nx.barabasi_albert_graph(len(names), m, seed=seed), names)
+
+
+def from_file(path: str | Path, names: Sequence[str] | None = None) -> nx.DiGraph:
+    """Read an edge list ("u v" per line, u->v) or a GraphML file.
+
+    Undirected GraphML gets both directions. When ``names`` is given, the file's
+    nodes must be exactly those agents.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"topology: file {str(path)!r} does not exist")
+    if path.suffix.lower() == ".graphml":
+        raw = nx.read_graphml(path)
+        g = raw.to_directed() if not raw.is_directed() else nx.DiGraph(raw)
+    else:
+        g = nx.read_edgelist(path, create_using=nx.DiGraph, nodetype=str, data=False)
+    g = nx.relabel_nodes(g, {n: str(n) for n in g.nodes})
+    if names is not None:
+        missing, extra = set(names) - set(g.nodes), set(g.nodes) - set(names)
+        if missing or extra:
+            raise ConfigError(
+                f"topology: file nodes must be the agents {sorted(names)}; "
+                f"missing {sorted(missing)}, unknown {sorted(extra)}"
+            )
+        pos = {n: i for i, n in enumerate(names)}
+        ordered = _empty(names)
+        ordered.add_edges_from(sorted(g.edges, key=lambda e: (pos[e[0]], pos[e[1]])))
+        g = ordered
+    return g
+
+
+def build(spec: str, names: Sequence[str], seed: int = 0) -> nx.DiGraph:
+    """Build a topology from its spec string (see the module docstring).
+
+    Args:
+        spec: e.g. ``"complete"``, ``"small_world:k=4,p=0.2"``, ``"file:net.graphml"``.
+        names: Agent names, in a fixed order.
+        seed: The run seed; random families use its "topology" stream.
+
+    Raises:
+        ValueError: naming the topology field and what is allowed.
+    """
+    family, _, arg = spec.partition(":")
+    rng_seed = derive_seed(seed, "topology")
+    if family == "file":
+        return from_file(arg, names)
+    if family == "star":
+        return star(names, arg or None)
+    opts = _options(spec, arg)
+    if family == "complete" and not opts:
+        return complete(names)
+    if family == "ring" and not opts:
+        return ring(names)
+    try:
+        if family == "small_world" and set(opts) <= {"k", "p"}:
+            return small_world(names, int(opts.get("k", 4)), float(opts.get("p", 0.1)), rng_seed)
+        if family == "scale_free" and set(opts) <= {"m"}:
+            return scale_free(names, int(opts.get("m", 2)), rng_seed)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"topology: bad parameters in {spec!r}") from exc
+    raise ConfigError(
+        f"topology: must be one of complete, star[:HUB], ring, small_world[:k=K,p=P], "
+        f"scale_free[:m=M] or file:PATH; got {spec!r}"
+    )
+
+
+def validate_spec(spec: str) -> None:
+    """Check a spec's form without building it (agent names are not known yet)."""
+    family = spec.partition(":")[0]
+    if family not in FAMILIES:
+        raise ConfigError(
+            f"topology: must be one of complete, star[:HUB], ring, small_world[:k=K,p=P], "
+            f"scale_free[:m=M] or file:PATH; got {spec!r}"
+        )
+
+
+def _options(spec: str, arg: str) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    for part in filter(None, arg.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ConfigError(f"topology: expected key=value in {spec!r}, got {part!r}")
+        opts[key.strip()] = value.strip()
+    return opts
+
+
+def _empty(names: Sequence[str]) -> nx.DiGraph:
+    if len(set(names)) != len(names):
+        raise ConfigError("topology: agent names must be unique")
+    g = nx.DiGraph()
+    g.add_nodes_from(names)
+    return g
+
+
+def _relabel(graph: nx.Graph, names: Sequence[str]) -> nx.DiGraph:
+    g = _empty(names)
+    for u, v in graph.edges:
+        g.add_edge(names[u], names[v])
+        g.add_edge(names[v], names[u])
+    return g
