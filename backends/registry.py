@@ -55,3 +55,17 @@ def make_backend(spec: BackendSpec, behaviour: Behaviour | None = None) -> Backe
     if spec.name == "stub":
         return StubBackend(behaviour, malformed_rate=float(spec.options.get("malformed_rate", 0.0)))
     raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}; got {spec.name!r}")
+
+
+def replay_backend(spec: BackendSpec, run_dir: Any, behaviour: Behaviour | None = None) -> Backend:
+    """The backend that reproduces a recorded run offline.
+
+    The stub is rebuilt as it was; real backends are answered from the run's
+    cassette.
+
+    Raises:
+        ValueError: when the run cannot be replayed offline.
+    """
+    if spec.name == "stub":
+        return make_backend(spec, behaviour)
+    raise ValueError(f"backend: replaying a {spec.name!r} run needs its cassette, which this run lacks")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
+from backends.pricing import usage_cost
 from backends.registry import BackendSpec, make_backend
 from simcore.config import Config
 from simcore.kernel import World
@@ -108,6 +109,7 @@ async def run_trial_async(
         "error": error,
         **results,
         "usage": world.usage,
+        **usage_cost(world.usage),
         "n_events": len(world.trace),
         "trace_sha256": world.trace.sha256(),
     }

@@ -1,0 +1,154 @@
+"""Statistics shared by scenarios and the batch runner (scipy underneath).
+
+All functions take plain sequences, ignore None and NaN, and return plain floats
+(or None when a figure is undefined, e.g. a standard deviation of one value).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+
+def clean(values: Sequence[Any]) -> np.ndarray:
+    """Values as a float array without None and NaN."""
+    arr = np.array([v for v in values if v is not None], dtype=float)
+    return arr[~np.isnan(arr)]
+
+
+def _f(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Descriptive statistics with a t-based 95% confidence interval of the mean."""
+
+    n: int
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe(values: Sequence[Any], level: float = 0.95) -> Summary:
+    """n, mean, sample std (ddof=1), min, max and a t confidence interval of the mean."""
+    x = clean(values)
+    n = len(x)
+    if n == 0:
+        return Summary(0, None, None, None, None, None, None)
+    mean = float(x.mean())
+    if n == 1:
+        return Summary(1, mean, None, mean, mean, None, None)
+    std = float(x.std(ddof=1))
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+    return Summary(n, mean, std, float(x.min()), float(x.max()), mean - half, mean + half)
+
+
+def proportion_ci(successes: int, n: int, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Wilson score interval of a proportion."""
+    if n == 0:
+        return None, None
+    z = float(sps.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
+def cohen_d(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's d of a minus b with the pooled standard deviation."""
+    x, y = clean(a), clean(b)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    pooled = ((len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1)) / (len(x) + len(y) - 2)
+    if pooled == 0:
+        return None
+    return _f((x.mean() - y.mean()) / math.sqrt(pooled))
+
+
+def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
+    """Welch's unequal-variance t-test of a against b: t statistic and two-sided p."""
+    x, y = clean(a), clean(b)
+    if len(x) < 2 or len(y) < 2:
+        return {"t_statistic": None, "p_value": None}
+    if x.var(ddof=1) == 0 and y.var(ddof=1) == 0:
+        # Both samples constant: no test is defined; the means either match or not.
+        return {"t_statistic": None, "p_value": 1.0 if x.mean() == y.mean() else 0.0}
+    res = sps.ttest_ind(x, y, equal_var=False)
+    return {"t_statistic": _f(res.statistic), "p_value": _f(res.pvalue)}
+
+
+def paired(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
+    """Paired t-test of a against b (same length, matched by position)."""
+    if len(a) != len(b):
+        raise ValueError("paired: both samples need the same length")
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    d = clean([x - y for x, y in pairs])
+    if len(d) < 2:
+        return {"t_statistic": None, "p_value": None, "n_pairs": len(d)}
+    if d.std(ddof=1) == 0:
+        return {"t_statistic": None, "p_value": 1.0 if d.mean() == 0 else 0.0, "n_pairs": len(d)}
+    res = sps.ttest_1samp(d, 0.0)
+    return {"t_statistic": _f(res.statistic), "p_value": _f(res.pvalue), "n_pairs": len(d)}
+
+
+def bootstrap_mean_diff_ci(
+    a: Sequence[Any],
+    b: Sequence[Any],
+    *,
+    paired_samples: bool,
+    seed: int,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of mean(a) - mean(b); resamples pairs when paired.
+
+    Args:
+        a: First sample.
+        b: Second sample.
+        paired_samples: Resample (a_i, b_i) pairs together.
+        seed: Seed of the resampling (results are reproducible).
+        n_resamples: Bootstrap resamples.
+        level: Confidence level.
+    """
+    rng = np.random.default_rng(seed)
+    if paired_samples:
+        d = clean([x - y for x, y in zip(a, b) if x is not None and y is not None])
+        if len(d) < 2:
+            return None, None
+        idx = rng.integers(len(d), size=(n_resamples, len(d)))
+        means = d[idx].mean(axis=1)
+    else:
+        x, y = clean(a), clean(b)
+        if len(x) < 2 or len(y) < 2:
+            return None, None
+        means = (x[rng.integers(len(x), size=(n_resamples, len(x)))].mean(axis=1)
+                 - y[rng.integers(len(y), size=(n_resamples, len(y)))].mean(axis=1))
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values (None stays None), in input order."""
+    idx = [i for i, p in enumerate(p_values) if p is not None]
+    m = len(idx)
+    order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type, return-value]
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        adj = min(1.0, (m - rank) * float(p_values[i]))  # type: ignore[arg-type]
+        running = max(running, adj)
+        out[i] = running
+    return out
