@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import mesa
 
-from backends.base import LLMRequest, Message as ChatMessage
+from backends.base import LLMRequest
+from backends.base import Message as ChatMessage
 from simcore.memory import FullMemory, Memory, render
 from simcore.messages import Message
 from simcore.schema import json_schema

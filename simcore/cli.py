@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from backends.registry import BACKENDS, BackendSpec
-from simcore.config import Config, ConfigError, _base_type, _describe, coerce_field, field_types
+from simcore.config import (
+    Config,
+    ConfigError,
+    _base_type,
+    _describe,
+    coerce_field,
+    field_types,
+)
 from simcore.rng import MAX_SEED
 from simcore.scenario import Scenario
 

@@ -107,8 +107,9 @@ class EmbeddingStore:
 
     def save(self, path: str | Path) -> None:
         """Save as ``.npz``: ``keys`` (phase, round, agent rows) and ``vectors`` (n, 384)."""
-        from simcore.records import atomic_write
         import io
+
+        from simcore.records import atomic_write
 
         keys = np.array([[p, str(r), a] for p, r, a in self._vectors], dtype=str).reshape(-1, 3)
         vectors = np.stack(list(self._vectors.values())) if self._vectors else np.zeros((0, DIM), np.float32)

@@ -10,12 +10,11 @@ scenario step, not a strategy here (see the veil-of-ignorance scenario).
 
 from __future__ import annotations
 
-from simcore.config import ConfigError
-
 from dataclasses import dataclass
 from typing import Sequence
 
 from backends.base import estimate_tokens
+from simcore.config import ConfigError
 from simcore.messages import Message
 
 

@@ -20,12 +20,12 @@ voted option, breaking ties with a seeded draw.
 
 from __future__ import annotations
 
-from simcore.config import ConfigError
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mesa.agent import AgentSet
+
+from simcore.config import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np

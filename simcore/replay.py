@@ -8,7 +8,6 @@ first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json

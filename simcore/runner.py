@@ -28,8 +28,14 @@ from backends.registry import BackendSpec, make_backend
 from simcore.config import Config
 from simcore.kernel import World
 from simcore.records import (
-    check_run_id, code_revision, new_run_id, package_versions, staged_dir, utc_now, write_json,
     atomic_write,
+    check_run_id,
+    code_revision,
+    new_run_id,
+    package_versions,
+    staged_dir,
+    utc_now,
+    write_json,
 )
 from simcore.scenario import Scenario
 from simcore.trace import Trace

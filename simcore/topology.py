@@ -17,13 +17,12 @@ Random families draw their seed from the run's "topology" stream.
 
 from __future__ import annotations
 
-from simcore.config import ConfigError
-
 from pathlib import Path
 from typing import Sequence
 
 import networkx as nx
 
+from simcore.config import ConfigError
 from simcore.rng import derive_seed
 
 FAMILIES = ("complete", "star", "ring", "small_world", "scale_free", "file")

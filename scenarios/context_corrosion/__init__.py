@@ -4,12 +4,11 @@ See ``../shared/seeds/context_corrosion.md`` for the experiment and the README f
 the CLI. ``SCENARIO`` is what the framework runs.
 """
 
-from simcore.scenario import Scenario
-
 from scenarios.context_corrosion.analysis import analyze, summarize, write_artifacts
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
+from simcore.scenario import Scenario
 
 SCENARIO = Scenario(
     name="context_corrosion",

@@ -1,7 +1,6 @@
 """``python -m scenarios.context_corrosion``: see ``--help``."""
 
-from simcore.cli import main
-
 from scenarios.context_corrosion import SCENARIO
+from simcore.cli import main
 
 raise SystemExit(main(SCENARIO))

@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from simcore.kernel import World
-from simcore.records import write_json
-
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.tasks import task
+from simcore.kernel import World
+from simcore.records import write_json
 
 
 def analyze(world: World, cfg: CorrosionConfig) -> dict[str, Any]:

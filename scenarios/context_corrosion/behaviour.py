@@ -35,10 +35,9 @@ import numpy as np
 
 from backends.base import LLMRequest
 from backends.stub import generic_behaviour
+from scenarios.context_corrosion.tasks import Task
 from simcore.agents import HISTORY_HEADER
 from simcore.rng import derive_seed
-
-from scenarios.context_corrosion.tasks import Task
 
 LEVEL_STANCE = (-1.0, -0.5, 0.0, 0.5, 1.0)
 

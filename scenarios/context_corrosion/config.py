@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scenarios.context_corrosion.tasks import TASKS
 from simcore.config import Config, check_with, param
 from simcore.memory import make_memory
 from simcore.protocols import ORDER_POLICIES
 from simcore.topology import validate_spec
-
-from scenarios.context_corrosion.tasks import TASKS
 
 
 @dataclass(frozen=True)

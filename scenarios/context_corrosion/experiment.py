@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from scenarios.context_corrosion.config import CorrosionConfig
+from scenarios.context_corrosion.tasks import Task
+from scenarios.context_corrosion.tasks import task as get_task
 from simcore.agents import LLMAgent
 from simcore.kernel import Reply, World
 from simcore.memory import make_memory
 from simcore.protocols import parallel, speaking_round
 from simcore.topology import build as build_topology
-
-from scenarios.context_corrosion.config import CorrosionConfig
-from scenarios.context_corrosion.tasks import Task, task as get_task
 
 BASE_PROMPT = (
     "You are a member of a small deliberation panel. Reason carefully about the task, "
