@@ -37,6 +37,10 @@ class Scenario:
         write_artifacts: Writes plots and scenario-specific files into a run dir;
             may return entries to add to the results (e.g. plot paths).
         commands: Extra subcommands (``python -m scenarios.X NAME ...``).
+        counterfactual: ``(field, value_a, value_b)``: the config field whose two
+            values make the scenario's A/B comparison (e.g. ``("biased", True, False)``).
+        compare: The scenario's own statistics for two lists of results objects
+            (arm A, arm B, paired by position when the arms share trial seeds).
     """
 
     name: str
@@ -48,6 +52,8 @@ class Scenario:
     summarize: Callable[[dict[str, Any]], str] | None = None
     write_artifacts: Callable[[Path, "World", Any, dict[str, Any]], dict[str, Any] | None] | None = None
     commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
+    counterfactual: tuple[str, Any, Any] | None = None
+    compare: Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]] | None = None
 
 
 def load_scenario(name: str) -> Scenario:

@@ -22,4 +22,5 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    counterfactual=("biased", True, False),
 )
