@@ -5,6 +5,10 @@ Common flags: ``--seed``, ``--backend``, ``--model``, ``--base-url``, ``--out``,
 (``rounds`` -> ``--rounds``; booleans get ``--x/--no-x``). Values resolve as
 defaults < config file < flags. Bad input prints one line naming the field and
 what is allowed, exits with status 2 and writes nothing.
+
+Scenarios with a counterfactual axis also get ``--counterfactual`` (arm A and arm
+B on the same seed) and ``--trials N`` (a Monte Carlo of N trials per arm with
+shared seeds); see :mod:`simcore.counterfactual`.
 """
 
 from __future__ import annotations
@@ -129,6 +133,18 @@ def build_parser(scenario: Scenario) -> OneLineParser:
         description=scenario.description + extra,
     )
     add_common_args(parser)
+    if scenario.counterfactual is not None:
+        name, a, b = scenario.counterfactual
+        group = parser.add_argument_group("counterfactual and Monte Carlo")
+        group.add_argument(
+            "--counterfactual", action="store_true",
+            help=f"run arm A ({name}={a}) and arm B ({name}={b}) with the same seed and compare them",
+        )
+        group.add_argument(
+            "--trials", metavar="N", default=None,
+            help=f"Monte Carlo: N trials per arm ({name}={a} vs {b}), seeds drawn from --seed and "
+            "shared by both arms; writes a summary directory with summary.json, trials.csv, plots/comparison.png",
+        )
     add_config_args(parser, scenario.config_type)
     return parser
 
@@ -141,6 +157,8 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in scenario.commands:
         return scenario.commands[argv[0]](argv[1:])
     args = build_parser(scenario).parse_args(argv)
+    if getattr(args, "counterfactual", False) or getattr(args, "trials", None) is not None:
+        return main_arms(scenario, args)
     try:
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
@@ -159,3 +177,74 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None) -> int:
             print(f"trial failed: {trial.error}", file=sys.stderr)
         print(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
+
+
+def parse_trials(value: Any) -> int:
+    """Validate ``--trials``: an integer from 1 to MAX_TRIALS."""
+    from simcore.counterfactual import MAX_TRIALS
+
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if str(value).strip() != str(n) or not 1 <= n <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from 1 to {MAX_TRIALS}, got {value!r}")
+    return n
+
+
+def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
+    """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
+    from simcore.counterfactual import arm_configs, run_arms
+    from simcore.runner import build_world
+
+    name = scenario.counterfactual[0]  # type: ignore[index]
+    try:
+        if getattr(args, name, None) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{name}: set per arm by --counterfactual/--trials; drop {flag}")
+        seed = parse_seed(args.seed)
+        n_trials = None if args.trials is None else parse_trials(args.trials)
+        config = resolve_config(scenario.config_type, args)
+        spec = backend_spec(args)
+        for cfg in arm_configs(scenario, config):  # bad input fails before anything runs
+            build_world(scenario, cfg, seed, spec)
+    except ConfigError as exc:
+        fail(str(exc))
+    summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True)
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    else:
+        print(format_arms(summary))
+        print(f"summary directory: {Path(args.out) / scenario.name / summary['experiment_id']}")
+    return 0 if not summary["failed_trials"] else 1
+
+
+def format_arms(summary: dict[str, Any]) -> str:
+    """A small table of the compared metrics for the terminal."""
+    from simcore.counterfactual import compared_metrics
+
+    key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
+    comparison = summary[key]
+    diff = comparison.get("difference_summary", {})
+    cf = summary["counterfactual"]
+    lines = [
+        f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
+        f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
+        f"{len(summary['failed_trials'])} failed",
+        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9} {'p (Holm)':>9}",
+    ]
+    agg_a, agg_b = summary["run_A_aggregate"], summary["run_B_aggregate"]
+
+    def num(x: Any, spec: str = ".3f") -> str:
+        return "n/a" if x is None else format(x, spec)
+
+    for m in compared_metrics(comparison):
+        d = diff[m]
+        p = d.get("paired_p_value_holm", d.get("p_value_holm"))
+        lines.append(
+            f"  {m:<36} {num(agg_a.get(m, {}).get('mean')):>9} {num(agg_b.get(m, {}).get('mean')):>9} "
+            f"{num(d.get('delta_mean'), '+.3f'):>9} {num(p, '.2g'):>9}"
+        )
+    if diff.get("interpretation"):
+        lines.append(f"  {diff['interpretation']}")
+    return "\n".join(lines)

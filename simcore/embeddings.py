@@ -43,7 +43,9 @@ def get_model() -> Any:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # its "Loading weights" bar would litter stderr
             _model = SentenceTransformer(model_path(), device="cpu")
         return _model
 
@@ -98,6 +100,9 @@ class EmbeddingStore:
     def keys(self) -> list[tuple[str, int, str]]:
         """Stored keys, in insertion order."""
         return list(self._vectors)
+
+    def __getitem__(self, key: tuple[str, int, str]) -> np.ndarray:
+        return self._vectors[key]
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._vectors

@@ -152,3 +152,67 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
         running = max(running, adj)
         out[i] = running
     return out
+
+
+def compare_metrics(
+    a_rows: Sequence[Any],
+    b_rows: Sequence[Any],
+    names: Sequence[str],
+    *,
+    paired_samples: bool,
+    seed: int,
+    alpha: float = 0.05,
+) -> dict[str, dict[str, Any]]:
+    """Compare arm A with arm B on several scalar metrics.
+
+    For each metric: the two means, ``delta_mean`` (A - B), Welch's t-test
+    (``t_statistic``, ``p_value``, ``significant_p05``), Cohen's d with the pooled
+    SD, a bootstrap 95% CI of the mean difference (``ci95_low``, ``ci95_high``) and
+    Holm-adjusted p-values across ``names`` (``p_value_holm``). With paired samples
+    (row i of A and row i of B share a trial seed) it adds the paired t-test
+    (``paired_t_statistic``, ``paired_p_value``, ``paired_p_value_holm``) and the
+    bootstrap resamples pairs. ``significant_holm`` flags the Holm-adjusted p of
+    the paired test when paired (the more powerful one), else of Welch's.
+
+    Args:
+        a_rows: Arm A, one mapping of metric name to value per trial.
+        b_rows: Arm B, likewise; same length and order when paired.
+        names: The metrics to compare (the family for the Holm correction).
+        paired_samples: Whether rows are paired by position.
+        seed: Seed of the bootstrap.
+        alpha: Significance level of the ``significant_*`` flags.
+    """
+    if paired_samples and len(a_rows) != len(b_rows):
+        raise ValueError("compare_metrics: paired arms need the same number of trials")
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        a = [row.get(name) for row in a_rows]
+        b = [row.get(name) for row in b_rows]
+        x, y = clean(a), clean(b)
+        entry: dict[str, Any] = {
+            "n_a": len(x),
+            "n_b": len(y),
+            "mean_a": _f(x.mean()) if len(x) else None,
+            "mean_b": _f(y.mean()) if len(y) else None,
+        }
+        entry["delta_mean"] = (
+            None if entry["mean_a"] is None or entry["mean_b"] is None else entry["mean_a"] - entry["mean_b"]
+        )
+        entry.update(welch(a, b))
+        entry["significant_p05"] = None if entry["p_value"] is None else entry["p_value"] < alpha
+        entry["cohen_d"] = cohen_d(a, b)
+        if paired_samples:
+            test = paired(a, b)
+            entry["paired_t_statistic"] = test["t_statistic"]
+            entry["paired_p_value"] = test["p_value"]
+        lo, hi = bootstrap_mean_diff_ci(a, b, paired_samples=paired_samples, seed=seed)
+        entry["ci95_low"], entry["ci95_high"] = lo, hi
+        out[name] = entry
+    for key in ("p_value", "paired_p_value") if paired_samples else ("p_value",):
+        adjusted = holm([out[n][key] for n in names])
+        for n, p in zip(names, adjusted):
+            out[n][f"{key}_holm"] = p
+    for n in names:
+        p = out[n]["paired_p_value_holm" if paired_samples else "p_value_holm"]
+        out[n]["significant_holm"] = None if p is None else p < alpha
+    return out

@@ -1,14 +1,32 @@
 """Context corrosion: does a structurally dominant agent collapse a group's diversity?
 
 See ``../shared/seeds/context_corrosion.md`` for the experiment and the README for
-the CLI. ``SCENARIO`` is what the framework runs.
+the CLI and the HTTP API. ``SCENARIO`` is what the framework runs. Modules:
+config, tasks (the five tasks and their stance banks), experiment (the SimPy
+phases), behaviour (the stub's ground truth), metrics (the seed's metrics and
+compare_runs), analysis (embeddings, results, artifacts), plots, api.
 """
 
-from scenarios.context_corrosion.analysis import analyze, summarize, write_artifacts
+from scenarios.context_corrosion.analysis import (
+    analyze,
+    compare,
+    summarize,
+    write_artifacts,
+)
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
 from simcore.scenario import Scenario
+
+
+def serve(argv: list[str]) -> int:
+    """``python -m scenarios.context_corrosion serve``: the HTTP API (see :mod:`.api`)."""
+    from scenarios.context_corrosion.api import (
+        serve_command,  # aiohttp.web only when serving
+    )
+
+    return serve_command(argv)
+
 
 SCENARIO = Scenario(
     name="context_corrosion",
@@ -23,4 +41,6 @@ SCENARIO = Scenario(
     summarize=summarize,
     write_artifacts=write_artifacts,
     counterfactual=("biased", True, False),
+    compare=compare,
+    commands={"serve": serve},
 )

@@ -2,25 +2,30 @@
 
 Every agent holds a latent stance s in [-1, 1] on the task's axis (+1 = the
 direction of D's biased framing). What it writes is drawn from the task's bank
-(:mod:`.tasks`): a one-line verdict at its stance level, then argument sentences,
-each "pro" with probability (1 + s) / 2 and "con" otherwise. The model is a pure
-function of the request:
+(:mod:`.tasks`): a one-line verdict at its stance level, then ``n`` argument
+sentences of which about ``n (1 + s) / 2`` argue "pro" and the rest "con"
+(stochastic rounding; which sentences is random). The model is a pure function
+of the request:
 
 - **Initial stance.** Drawn once per (run seed, task, agent) from
-  N(-0.25, 0.45), clipped. An agent whose system prompt holds the task's biased
-  framing starts at +0.85 instead.
+  N(-0.25, 0.25), clipped. An agent whose system prompt holds the task's biased
+  framing starts at +0.85 instead, and is *anchored*: its briefing keeps it there
+  whatever it hears.
 - **Influence.** Every message from others in the visible transcript is decoded
   back into a stance (its verdict and its sentences are looked up in the bank).
   Message i gets the weight ``w_i = (1 - a) + a * (L_i / mean L) * (2 - pos_i)``
   where ``a`` is the *authority weight*, ``L_i`` its length and ``pos_i`` in [0, 1]
   its position in the transcript (0 = first). The target is the weighted mean
-  stance.
+  stance. With ``a = 0`` every message counts the same; with ``a = 1`` a long,
+  early message (D's) counts several times more than a short, late one.
 - **Conformity.** After ``k`` rounds of exposure (the most messages heard from any
-  one other agent), the agent moves ``1 - (1 - c)**k`` of the way from its initial
-  stance to the target, where ``c`` is the *conformity*. With ``c = 0`` nobody
-  moves and there is no corrosion by construction.
+  one other agent), an unanchored agent moves ``1 - (1 - c)**k`` of the way from
+  its initial stance to the target, where ``c`` is the *conformity*. With
+  ``c = 0`` nobody moves: there is no corrosion by construction, and the metrics'
+  A-B differences have expectation zero (phase-1 and final texts have the same
+  form, so an agent that did not move writes both from the same distribution).
 - **Length.** Argument sentences: ``clip(max_tokens // 100, 2, 8)``, so D's 800-token
-  budget yields four times the text of a peer's 200.
+  budget yields four times the arguments of a peer's 200.
 
 Each reply adds N(0, 0.05) stance noise. Requests it does not recognise get the
 generic stub reply.
@@ -56,8 +61,9 @@ class CorrosionBehaviour:
             return generic_behaviour(request, rng)
         agent = str(request.metadata.get("agent"))
         system = request.messages[0].content if request.messages[0].role == "system" else ""
-        initial = self.initial_stance(request.seed or 0, agent, self.task.framing in system)
-        if phase == "phase1":
+        framed = self.task.framing in system
+        initial = self.initial_stance(request.seed or 0, agent, framed)
+        if phase == "phase1" or framed:
             stance = initial
         else:
             stance = self.influenced(initial, agent, request.messages[-1].content)
@@ -72,10 +78,12 @@ class CorrosionBehaviour:
             return {"response": " ".join([verdict, *points]), "confidence": confidence}
         changed = level(stance) != level(initial)
         return {
-            "final_answer": " ".join([verdict, *points[:2]]),
+            # Same form as the phase-1 answer plus key points, so that an agent that
+            # did not move is embedded from the same distribution at both ends.
+            "final_answer": " ".join([verdict, *points]),
             "final_confidence": confidence,
             "changed_position": changed,
-            "reason_for_change": points[-1] if changed else "",
+            "reason_for_change": "The discussion changed how I weigh the arguments." if changed else "",
         }
 
     def initial_stance(self, seed: int, agent: str, framed: bool) -> float:
@@ -83,7 +91,7 @@ class CorrosionBehaviour:
         rng = np.random.default_rng(derive_seed(seed, f"cc.stance.{self.task.id}.{agent}"))
         if framed:
             return float(np.clip(0.85 + rng.normal(0.0, 0.05), -1.0, 1.0))
-        return float(np.clip(rng.normal(-0.25, 0.45), -1.0, 1.0))
+        return float(np.clip(rng.normal(-0.25, 0.25), -1.0, 1.0))
 
     def influenced(self, initial: float, agent: str, user_message: str) -> float:
         """The stance after hearing the transcript in ``user_message``."""
@@ -110,14 +118,19 @@ class CorrosionBehaviour:
         return float(np.mean(votes)) if votes else 0.0
 
     def arguments(self, stance: float, n: int, rng: np.random.Generator) -> list[str]:
-        """``n`` distinct argument sentences, each pro with probability (1 + stance) / 2."""
+        """``n`` distinct argument sentences, about ``n (1 + stance) / 2`` of them pro.
+
+        The pro count is rounded stochastically (mean exact, little spread); the
+        order and which sentences are drawn at random.
+        """
         pro, con = list(self.task.pro), list(self.task.con)
-        out = []
-        for _ in range(n):
-            want_pro = rng.random() < (1 + stance) / 2
-            pool = pro if (want_pro and pro) or not con else con
-            out.append(pool.pop(int(rng.integers(len(pool)))))
-        return out
+        x = n * (1 + stance) / 2
+        k = int(np.floor(x)) + int(rng.random() < x - np.floor(x))
+        k = min(k, len(pro), n)
+        k = max(k, n - len(con))
+        picks = [pro[i] for i in rng.choice(len(pro), size=k, replace=False)]
+        picks += [con[i] for i in rng.choice(len(con), size=n - k, replace=False)]
+        return [picks[i] for i in rng.permutation(n)]
 
 
 def level(stance: float) -> int:

@@ -29,9 +29,12 @@ class CorrosionConfig(Config):
     order: str = param("dominant_first", choices=ORDER_POLICIES, help="speaking order policy")
     topology: str = param("complete", check=check_with(validate_spec), help="who hears whom")
     memory: str = param("full", check=check_with(make_memory), help="memory strategy: full or recent:K")
+    metrics: bool = param(
+        True, help="compute the embedding metrics and plots (loads all-MiniLM-L6-v2)"
+    )
     conformity: float = param(
-        0.35, lo=0.0, hi=1.0, help="stub behaviour: pull toward what an agent has heard, per round"
+        0.5, lo=0.0, hi=1.0, help="stub behaviour: pull toward what an agent has heard, per round"
     )
     authority_weight: float = param(
-        0.6, lo=0.0, hi=1.0, help="stub behaviour: how much message length and position count"
+        0.8, lo=0.0, hi=1.0, help="stub behaviour: how much message length and position count"
     )

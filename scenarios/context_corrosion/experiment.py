@@ -94,7 +94,8 @@ def embed_text(phase: str, reply: Reply) -> str:
     if phase == "phase1":
         return " ".join([v.answer, *v.key_points])
     if phase == "final":
-        return f"{v.final_answer} {v.reason_for_change}".strip()
+        # The position alone: a reason for change describes the move, not the stance.
+        return v.final_answer
     return v.response
 
 

@@ -1,0 +1,261 @@
+"""Counterfactual pairs and Monte Carlo arms for any scenario with a counterfactual axis.
+
+A scenario whose :class:`~simcore.scenario.Scenario` sets ``counterfactual =
+(field, a, b)`` can be run as two arms that differ only in that field:
+
+- a **pair** (``--counterfactual``): arm A and arm B, both with the run seed;
+- a **Monte Carlo** (``--trials N``): N trials per arm. The trial seeds are drawn
+  from the run seed (``derive_seed(seed, "trial.<i>")``) and shared by both arms
+  (common random numbers), so trial i of A and trial i of B form a pair.
+
+All trials run concurrently on one asyncio loop, so a real backend overlaps all
+their calls. Each trial gets its own run directory, ``<group-id>-A<i>`` /
+``<group-id>-B<i>``, and the group gets a directory of its own,
+``<out>/<scenario>/<group-id>/``, with:
+
+- ``summary.json``: ids, seeds, per-arm aggregates of every scalar metric, and
+  the comparison (the scenario's ``compare`` hook, or a generic one);
+- ``trials.csv``: one row per trial (arm, seed, run id, status, every scalar metric);
+- ``plots/comparison.png``: arm A against arm B for each compared metric (N >= 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from backends.base import Backend
+from backends.registry import BackendSpec
+from simcore import stats
+from simcore.config import Config, ConfigError
+from simcore.records import (
+    atomic_write,
+    check_run_id,
+    new_run_id,
+    staged_dir,
+    write_json,
+)
+from simcore.rng import derive_seed
+from simcore.runner import TrialResult, run_trial_async, write_run
+from simcore.scenario import Scenario
+
+ARMS = ("A", "B")
+MAX_TRIALS = 10_000
+
+
+def trial_seeds(seed: int, n_trials: int) -> list[int]:
+    """The seeds of a Monte Carlo's trials, drawn from the run seed; shared by both arms."""
+    return [derive_seed(seed, f"trial.{i}") for i in range(n_trials)]
+
+
+def arm_configs(scenario: Scenario, config: Config) -> tuple[Config, Config]:
+    """``config`` with the counterfactual field set to arm A's and arm B's value."""
+    if scenario.counterfactual is None:
+        raise ConfigError(f"counterfactual: scenario {scenario.name} defines no counterfactual axis")
+    name, a, b = scenario.counterfactual
+    return config.replace(**{name: a}), config.replace(**{name: b})
+
+
+def scalar_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """The numeric scalars of a results object's ``metrics`` (booleans excluded)."""
+    return {
+        k: v for k, v in results.get("metrics", {}).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def generic_compare(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Compare arms on every scalar metric both have, for scenarios without ``compare``.
+
+    One trial per arm gives ``delta_mean`` only; more give
+    :func:`simcore.stats.compare_metrics` (paired when the arms' seeds match).
+    """
+    rows_a, rows_b = [scalar_metrics(r) for r in a], [scalar_metrics(r) for r in b]
+    names = sorted(set().union(*rows_a) & set().union(*rows_b)) if rows_a and rows_b else []
+    if len(a) == 1 and len(b) == 1:
+        diff: dict[str, Any] = {n: {"delta_mean": rows_a[0][n] - rows_b[0][n]} for n in names}
+        diff["statistical_mode"] = "single_trial_delta"
+    else:
+        seeds_a = [r.get("seed") for r in a]
+        paired = seeds_a == [r.get("seed") for r in b]
+        seed = derive_seed(int(seeds_a[0] or 0), "compare.bootstrap." + ",".join(map(str, seeds_a)))
+        diff = stats.compare_metrics(rows_a, rows_b, names, paired_samples=paired, seed=seed)
+        diff["statistical_mode"] = "multi_trial_welch_t"
+        diff["paired"] = paired
+    return {"difference_summary": diff}
+
+
+def compared_metrics(comparison: dict[str, Any]) -> list[str]:
+    """The metric names a comparison covers (its per-metric entries)."""
+    diff = comparison.get("difference_summary", {})
+    return [k for k, v in diff.items() if isinstance(v, dict) and "delta_mean" in v]
+
+
+async def run_arms_async(
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    *,
+    n_trials: int | None,
+    spec: BackendSpec | None = None,
+    out: str | Path = "runs",
+    backend_factory: Callable[[], Backend] | None = None,
+    progress: bool = True,
+    group_id: str | None = None,
+) -> dict[str, Any]:
+    """Run both arms, write every trial and the group summary; return the summary.
+
+    Args:
+        scenario: A scenario with a counterfactual axis.
+        config: The base config (its counterfactual field is overridden per arm).
+        seed: The run seed.
+        n_trials: Trials per arm for a Monte Carlo; None for a single pair, both
+            arms on ``seed`` itself.
+        spec: Backend spec (stub by default).
+        out: Output root.
+        backend_factory: Makes a shared backend for all trials instead of one per
+            trial from ``spec`` (e.g. one rate-limited client).
+        progress: Show a tqdm bar on stderr.
+        group_id: Id of the group directory (generated if None).
+
+    Returns:
+        The summary object (also written to ``summary.json``).
+    """
+    if n_trials is not None and not 1 <= n_trials <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from 1 to {MAX_TRIALS}, got {n_trials}")
+    spec = spec or BackendSpec()
+    cfg_a, cfg_b = arm_configs(scenario, config)
+    mode = "counterfactual" if n_trials is None else "monte_carlo"
+    seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
+    group_id = check_run_id(group_id or f"{'cf' if n_trials is None else 'mc'}-{new_run_id(seed)}")
+    width = len(str(len(seeds) - 1))
+
+    def run_id(arm: str, i: int) -> str:
+        return f"{group_id}-{arm}" if n_trials is None else f"{group_id}-{arm}{i:0{width}d}"
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial",
+               file=sys.stderr, disable=not progress)
+    shared = backend_factory() if backend_factory else None
+
+    loop = asyncio.get_running_loop()
+    # One writer thread: run directories (plots above all) are written while the loop
+    # goes on with other trials' calls and analysis; matplotlib stays on one thread.
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simcore-write")
+
+    async def one(arm: str, cfg: Config, i: int, s: int) -> tuple[TrialResult, str]:
+        trial = await run_trial_async(scenario, cfg, s, spec, shared)
+        path = await loop.run_in_executor(writer, write_run, trial, out, run_id(arm, i))
+        bar.update(1)
+        return trial, path.name
+
+    jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
+    try:
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    finally:
+        writer.shutdown(wait=True)
+        bar.close()
+    for item in outcomes:
+        if isinstance(item, BaseException):  # a bug, not a failed trial (those are results)
+            raise item
+    done: list[tuple[TrialResult, str]] = outcomes  # type: ignore[assignment]
+    trials = {"A": done[: len(seeds)], "B": done[len(seeds):]}
+    return write_summary(scenario, config, seed, mode, seeds, trials, out, group_id)
+
+
+def write_summary(
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    mode: str,
+    seeds: list[int],
+    trials: dict[str, list[tuple[TrialResult, str]]],
+    out: str | Path,
+    group_id: str,
+) -> dict[str, Any]:
+    """Compare the arms and write the group directory (summary, CSV, figure)."""
+    name, value_a, value_b = scenario.counterfactual  # type: ignore[misc]
+    # Pairs in which either trial failed are left out, so the arms stay paired.
+    ok = [i for i in range(len(seeds)) if all(trials[arm][i][0].status == "ok" for arm in ARMS)]
+    res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
+    compare = scenario.compare or generic_compare
+    comparison = compare(res["A"], res["B"]) if ok else {"difference_summary": {}}
+    summary: dict[str, Any] = {
+        "mode": mode,
+        "experiment_id": group_id,
+        "scenario": scenario.name,
+        "seed": seed,
+        "n_trials": len(seeds),
+        "n_pairs_compared": len(ok),
+        "counterfactual": {"field": name, "A": value_a, "B": value_b},
+        "config": config.to_dict(),
+        "trial_seeds": seeds,
+        "run_A_trial_ids": [rid for _, rid in trials["A"]],
+        "run_B_trial_ids": [rid for _, rid in trials["B"]],
+        "failed_trials": [
+            {"run_id": rid, "arm": arm, "seed": t.seed, "error": t.error}
+            for arm in ARMS for t, rid in trials[arm] if t.status != "ok"
+        ],
+        "run_A_aggregate": _aggregate(res["A"]),
+        "run_B_aggregate": _aggregate(res["B"]),
+        ("statistical_comparison" if mode == "monte_carlo" else "counterfactual_comparison"): comparison,
+        "trials_csv": "trials.csv",
+    }
+    metrics = compared_metrics(comparison)
+    with staged_dir(_group_dir(out, scenario, group_id)) as stage:
+        atomic_write(stage / "trials.csv", trials_csv(group_id, name, trials, seeds))
+        if mode == "monte_carlo" and len(ok) >= 2 and metrics:
+            from simcore.plots import comparison_plot
+
+            comparison_plot(
+                [scalar_metrics(r) for r in res["A"]], [scalar_metrics(r) for r in res["B"]],
+                comparison.get("difference_summary", {}), stage / "plots" / "comparison.png",
+                metrics=metrics, labels=(f"A: {name}={value_a}", f"B: {name}={value_b}"),
+                title=f"{scenario.name}: Monte Carlo, {len(ok)} paired trials per arm (seed {seed})",
+            )
+            summary["plots"] = {"comparison": "plots/comparison.png"}
+        write_json(stage / "summary.json", summary)
+    return summary
+
+
+def _group_dir(out: str | Path, scenario: Scenario, group_id: str) -> Path:
+    return Path(out) / scenario.name / group_id
+
+
+def _aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = [scalar_metrics(r) for r in results]
+    names = sorted(set().union(*rows)) if rows else []
+    return {n: stats.describe([r.get(n) for r in rows]).to_dict() for n in names}
+
+
+def trials_csv(
+    group_id: str, field: str, trials: dict[str, list[tuple[TrialResult, str]]], seeds: list[int]
+) -> str:
+    """One row per trial: group, arm, the counterfactual value, index, seed, run id,
+    status, wall seconds and every scalar metric (sorted columns)."""
+    rows = []
+    for arm in ARMS:
+        for i, (t, rid) in enumerate(trials[arm]):
+            rows.append({
+                "experiment_id": group_id, "arm": arm, field: getattr(t.config, field), "trial": i,
+                "seed": seeds[i], "run_id": rid, "status": t.status, "wall_s": round(t.wall_s, 6),
+                **scalar_metrics(t.results),
+            })
+    head = ["experiment_id", "arm", field, "trial", "seed", "run_id", "status", "wall_s"]
+    cols = head + sorted({k for r in rows for k in r} - set(head))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def run_arms(scenario: Scenario, config: Config, seed: int, **kwargs: Any) -> dict[str, Any]:
+    """Synchronous :func:`run_arms_async` on a fresh event loop."""
+    return asyncio.run(run_arms_async(scenario, config, seed, **kwargs))

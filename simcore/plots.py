@@ -1,0 +1,86 @@
+"""Plots shared by scenarios (matplotlib Figure objects, Agg, no pyplot state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+ARM_COLORS = ("#c0392b", "#2e86c1")
+
+
+def comparison_plot(
+    rows_a: Sequence[Mapping[str, Any]],
+    rows_b: Sequence[Mapping[str, Any]],
+    difference: Mapping[str, Any],
+    path: str | Path,
+    *,
+    metrics: Sequence[str],
+    labels: tuple[str, str] = ("A", "B"),
+    titles: Mapping[str, str] | None = None,
+    title: str = "",
+    dpi: int = 100,
+) -> None:
+    """Arm A against arm B, one panel per metric: boxes, trials, and pairs joined.
+
+    Args:
+        rows_a: Arm A's scalar metrics, one mapping per trial.
+        rows_b: Arm B's, in the same order; equal lengths are drawn as pairs
+            (trials that share a seed), joined by grey lines.
+        difference: Per metric, the comparison (``delta_mean``, ``cohen_d`` and
+            ``paired_p_value_holm`` or ``p_value_holm``) for the panel subtitle.
+        path: Output PNG.
+        metrics: The metrics to draw.
+        labels: Names of the two arms.
+        titles: Readable panel titles per metric (default: the metric name).
+        title: Figure title.
+        dpi: Resolution.
+    """
+    titles = titles or {}
+    n = len(metrics)
+    cols = min(3, max(n, 1))
+    nrows = max(1, (n + cols - 1) // cols)
+    fig = Figure(figsize=(4.3 * cols, 3.5 * nrows + 0.9), layout="constrained")
+    axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    paired = len(rows_a) == len(rows_b)
+    jitter = np.linspace(-0.08, 0.08, max(len(rows_a), len(rows_b), 1))  # deterministic spread
+    for ax, name in zip(axes, metrics):
+        a = np.array([np.nan if r.get(name) is None else r[name] for r in rows_a], dtype=float)
+        b = np.array([np.nan if r.get(name) is None else r[name] for r in rows_b], dtype=float)
+        bp = ax.boxplot([a[~np.isnan(a)], b[~np.isnan(b)]], positions=[0, 1], widths=0.45,
+                        patch_artist=True, showfliers=False, medianprops={"color": "black"})
+        for patch, color in zip(bp["boxes"], ARM_COLORS):
+            patch.set_facecolor(color)
+            patch.set_alpha(0.25)
+        if paired:
+            for i in range(len(a)):
+                ax.plot([jitter[i], 1 + jitter[i]], [a[i], b[i]], color="grey", lw=0.6, alpha=0.5)
+        ax.scatter(jitter[: len(a)], a, color=ARM_COLORS[0], s=18, zorder=3, label=labels[0])
+        ax.scatter(1 + jitter[: len(b)], b, color=ARM_COLORS[1], s=18, zorder=3, label=labels[1])
+        ax.set_xticks([0, 1], labels)
+        ax.set_xlim(-0.5, 1.5)
+        ax.set_xlabel("arm")
+        ax.set_ylabel(name, fontsize=8)
+        d = difference.get(name, {})
+        p = d.get("paired_p_value_holm", d.get("p_value_holm"))
+        stats_line = (
+            f"Δ(A−B) = {_num(d.get('delta_mean'), '+.3f')}, Holm p = {_num(p, '.2g')}, "
+            f"d = {_num(d.get('cohen_d'), '.2f')}"
+        )
+        ax.set_title(f"{titles.get(name, name.replace('_', ' '))}\n{stats_line}", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    handles, names = axes[0].get_legend_handles_labels()
+    note = "grey lines join trials that share a seed" if paired else None
+    fig.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9, title=note, title_fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+
+
+def _num(x: float | None, spec: str) -> str:
+    return "n/a" if x is None else format(x, spec)
