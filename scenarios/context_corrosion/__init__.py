@@ -21,9 +21,8 @@ from simcore.scenario import Scenario
 
 def serve(argv: list[str]) -> int:
     """``python -m scenarios.context_corrosion serve``: the HTTP API (see :mod:`.api`)."""
-    from scenarios.context_corrosion.api import (
-        serve_command,  # aiohttp.web only when serving
-    )
+    # Imported here so that aiohttp.web loads only when serving.
+    from scenarios.context_corrosion.api import serve_command
 
     return serve_command(argv)
 

@@ -257,11 +257,14 @@ def json_response(value: Any, status: int = 200) -> web.Response:
     return web.json_response(value, status=status, dumps=lambda v: json.dumps(v, default=str))
 
 
+SERVICE = web.AppKey("service", Service)
+
+
 def make_app(out: str | Path = "runs", spec: BackendSpec | None = None) -> web.Application:
     """The aiohttp application (also used by the tests)."""
     service = Service(out, spec)
     app = web.Application(client_max_size=64 * 1024)
-    app["service"] = service
+    app[SERVICE] = service
     app.add_routes([
         web.post("/run-experiment", service.run_experiment),
         web.post("/run-monte-carlo", service.run_monte_carlo),

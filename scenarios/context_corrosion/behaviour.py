@@ -4,8 +4,9 @@ Every agent holds a latent stance s in [-1, 1] on the task's axis (+1 = the
 direction of D's biased framing). What it writes is drawn from the task's bank
 (:mod:`.tasks`): a one-line verdict at its stance level, then ``n`` argument
 sentences of which about ``n (1 + s) / 2`` argue "pro" and the rest "con"
-(stochastic rounding; which sentences is random). The model is a pure function
-of the request:
+(stochastic rounding). Each agent has its own ranking of the arguments on each
+side (drawn once per run seed, task and agent) and uses its top ones, as people
+repeat their pet points. The model is a pure function of the request:
 
 - **Initial stance.** Drawn once per (run seed, task, agent) from
   N(-0.25, 0.25), clipped. An agent whose system prompt holds the task's biased
@@ -70,7 +71,7 @@ class CorrosionBehaviour:
         stance = float(np.clip(stance + rng.normal(0.0, 0.05), -1.0, 1.0))
         n = int(np.clip(request.max_tokens // 100, 2, 8))
         verdict = self.task.answers[level(stance)]
-        points = self.arguments(stance, n, rng)
+        points = self.arguments(stance, n, rng, self.preferences(request.seed or 0, agent))
         confidence = round(float(np.clip(0.55 + 0.4 * abs(stance) + rng.normal(0, 0.05), 0.05, 0.99)), 3)
         if phase == "phase1":
             return {"answer": verdict, "confidence": confidence, "key_points": points}
@@ -117,20 +118,24 @@ class CorrosionBehaviour:
         votes += [-1.0 for s in self.task.con if s in text]
         return float(np.mean(votes)) if votes else 0.0
 
-    def arguments(self, stance: float, n: int, rng: np.random.Generator) -> list[str]:
-        """``n`` distinct argument sentences, about ``n (1 + stance) / 2`` of them pro.
+    def preferences(self, seed: int, agent: str) -> tuple[list[str], list[str]]:
+        """The agent's own ranking of the pro and of the con arguments (its pet points)."""
+        rng = np.random.default_rng(derive_seed(seed, f"cc.prefs.{self.task.id}.{agent}"))
+        pro, con = self.task.pro, self.task.con
+        return [pro[i] for i in rng.permutation(len(pro))], [con[i] for i in rng.permutation(len(con))]
 
-        The pro count is rounded stochastically (mean exact, little spread); the
-        order and which sentences are drawn at random.
+    def arguments(
+        self, stance: float, n: int, rng: np.random.Generator, prefs: tuple[list[str], list[str]]
+    ) -> list[str]:
+        """``n`` distinct arguments: the agent's top ``k`` pro points and top ``n - k`` con.
+
+        ``k`` is ``n (1 + stance) / 2`` rounded stochastically (exact on average).
         """
-        pro, con = list(self.task.pro), list(self.task.con)
+        pro, con = prefs
         x = n * (1 + stance) / 2
         k = int(np.floor(x)) + int(rng.random() < x - np.floor(x))
-        k = min(k, len(pro), n)
-        k = max(k, n - len(con))
-        picks = [pro[i] for i in rng.choice(len(pro), size=k, replace=False)]
-        picks += [con[i] for i in rng.choice(len(con), size=n - k, replace=False)]
-        return [picks[i] for i in rng.permutation(n)]
+        k = max(min(k, len(pro), n), n - len(con))
+        return pro[:k] + con[: n - k]
 
 
 def level(stance: float) -> int:

@@ -33,7 +33,7 @@ class CorrosionConfig(Config):
         True, help="compute the embedding metrics and plots (loads all-MiniLM-L6-v2)"
     )
     conformity: float = param(
-        0.5, lo=0.0, hi=1.0, help="stub behaviour: pull toward what an agent has heard, per round"
+        0.6, lo=0.0, hi=1.0, help="stub behaviour: pull toward what an agent has heard, per round"
     )
     authority_weight: float = param(
         0.8, lo=0.0, hi=1.0, help="stub behaviour: how much message length and position count"

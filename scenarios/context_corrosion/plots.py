@@ -56,7 +56,7 @@ def heatmap(results: Mapping[str, Any], path: Path) -> None:
     rounds = sorted(cm, key=int)
     peers = list(cm[rounds[0]]["peer_to_dominant"])
     grid = np.array([[cm[r]["peer_to_dominant"][p] for r in rounds] for p in peers])
-    fig = Figure(figsize=(1.6 + 1.1 * len(rounds), 1.4 + 0.45 * len(peers)), layout="constrained")
+    fig = Figure(figsize=(max(4.8, 1.6 + 1.1 * len(rounds)), max(2.8, 1.4 + 0.45 * len(peers))), layout="constrained")
     ax = fig.subplots()
     norm = Normalize(0.0, 1.0)
     im = ax.imshow(grid, cmap="YlOrRd", norm=norm, aspect="auto")
@@ -119,12 +119,13 @@ def progression(results: Mapping[str, Any], path: Path) -> None:
 def entropy(results: Mapping[str, Any], path: Path) -> None:
     """Bar and line of entropy over the lifecycle, phase 1 to final vote."""
     le = results["lifecycle_entropy"]
-    labels = list(le)
+    # JSON files sort keys; put the stages back in lifecycle order.
+    labels = sorted(le, key=lambda k: (k == "final", k != "phase1", int(k.split("_")[-1]) if "_" in k else 0))
     names = ["Phase 1" if k == "phase1" else "Final vote" if k == "final" else k.replace("_", " ").title()
              for k in labels]
     vals = [le[k] for k in labels]
     x = np.arange(len(labels))
-    fig = Figure(figsize=(1.5 + 1.1 * len(labels), 4.2), layout="constrained")
+    fig = Figure(figsize=(max(6.0, 1.5 + 1.1 * len(labels)), 4.2), layout="constrained")
     ax = fig.subplots()
     ax.axvspan(-0.5, 0.5, color="#27ae60", alpha=0.15, label="phase 1 (diversity baseline)")
     ax.axvspan(len(labels) - 1.5, len(labels) - 0.5, color="#c0392b", alpha=0.15,
@@ -150,7 +151,7 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     dc = results["directional_convergence"]
     peers = list(dc["directional_delta"])
     y = np.arange(len(peers))
-    fig = Figure(figsize=(10, 1.8 + 0.55 * len(peers)), layout="constrained")
+    fig = Figure(figsize=(10, max(3.0, 1.8 + 0.55 * len(peers))), layout="constrained")
     left, right = fig.subplots(1, 2)
     h = 0.38
     init = [dc["initial_alignment"][p] for p in peers]
@@ -163,7 +164,7 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     left.set_xlabel("cosine similarity to D")
     left.set_ylabel("peer")
     left.set_title("Alignment to D: initial vs final", fontsize=10)
-    left.legend(fontsize=8, loc="lower right")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
     deltas = [dc["directional_delta"][p] for p in peers]
     colors = ["#c0392b" if d > 0 else "#2e86c1" for d in deltas]
     right.barh(y, deltas, color=colors)
@@ -179,7 +180,7 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
 
     right.legend(
         handles=[Patch(color="#c0392b", label="moved toward D"), Patch(color="#2e86c1", label="moved away from D")],
-        fontsize=8, loc="lower right",
+        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
     )
     right.set_title(
         f"Signed delta (mean {dc['avg_peer_directional_delta']:+.3f}); "

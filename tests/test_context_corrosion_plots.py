@@ -1,0 +1,46 @@
+"""The per-run plots and the Monte Carlo comparison figure are written and readable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scenarios.context_corrosion.metrics import COMPARED, corrosion_metrics
+from scenarios.context_corrosion.plots import PLOT_FILES, write_run_plots
+from simcore.plots import comparison_plot
+
+
+def results_for(n_peers: int, rounds: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    agents = ["D"] + [f"P{i}" for i in range(1, n_peers + 1)]
+    keys = [("phase1", 0, a) for a in agents]
+    keys += [("discussion", r, a) for r in range(1, rounds + 1) for a in agents]
+    keys += [("final", 0, a) for a in agents]
+    vec = {k: rng.normal(size=8) + 2.0 for k in keys}
+    res = corrosion_metrics(vec, "D", agents[1:], rounds, seed)
+    return {**res, "task_id": 0, "task_title": "Predictive Policing AI", "biased_dominant": True, "seed": seed}
+
+
+@pytest.mark.parametrize(("n_peers", "rounds"), [(4, 3), (1, 1)])
+def test_four_run_plots_are_written(tmp_path, n_peers, rounds):
+    plots = write_run_plots(tmp_path / "plots", results_for(n_peers, rounds), "run_a")
+    assert set(plots) == set(PLOT_FILES)
+    for key, rel in plots.items():
+        path = tmp_path / rel
+        assert path.name == PLOT_FILES[key].format(label="run_a")
+        with Image.open(path) as im:
+            assert im.format == "PNG" and im.size[0] >= 300 and im.size[1] >= 200
+            # not a blank canvas
+            assert len(np.unique(np.asarray(im.convert("L")))) > 20
+
+
+def test_comparison_plot(tmp_path):
+    rng = np.random.default_rng(1)
+    a = [{k: float(rng.normal(0.1, 0.02)) for k in COMPARED} for _ in range(6)]
+    b = [{k: float(rng.normal(0.0, 0.02)) for k in COMPARED} for _ in range(6)]
+    diff = {k: {"delta_mean": 0.1, "paired_p_value_holm": 0.001, "cohen_d": 3.0} for k in COMPARED}
+    out = tmp_path / "sub" / "comparison.png"
+    comparison_plot(a, b, diff, out, metrics=COMPARED, labels=("A: biased", "B: unbiased"), title="t")
+    with Image.open(out) as im:
+        assert im.format == "PNG" and im.size[0] > 800

@@ -1,0 +1,136 @@
+"""Counterfactual pairs and Monte Carlo arms (simcore.counterfactual and the shared CLI).
+
+These use context corrosion with metrics off (no embedding model), so they are fast.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.context_corrosion import SCENARIO
+from simcore.cli import main
+from simcore.config import ConfigError
+from simcore.counterfactual import generic_compare, run_arms, trial_seeds
+from simcore.records import read_json
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = SCENARIO.config_type(metrics=False, rounds=1)
+
+
+def test_trial_seeds_are_drawn_from_the_run_seed():
+    assert trial_seeds(7, 3) == trial_seeds(7, 3)
+    assert trial_seeds(7, 3) != trial_seeds(8, 3)
+    assert trial_seeds(7, 5)[:3] == trial_seeds(7, 3)  # adding trials never shifts earlier ones
+    assert len(set(trial_seeds(7, 50))) == 50
+
+
+def test_pair_uses_the_run_seed_for_both_arms(tmp_path):
+    s = run_arms(SCENARIO, FAST, 11, n_trials=None, out=tmp_path, progress=False)
+    assert s["mode"] == "counterfactual" and s["trial_seeds"] == [11]
+    (a,), (b,) = s["run_A_trial_ids"], s["run_B_trial_ids"]
+    ma = read_json(tmp_path / "context_corrosion" / a / "manifest.json")
+    mb = read_json(tmp_path / "context_corrosion" / b / "manifest.json")
+    assert ma["seed"] == mb["seed"] == 11
+    assert ma["config"]["biased"] is True and mb["config"]["biased"] is False
+    assert {k: v for k, v in ma["config"].items() if k != "biased"} == {
+        k: v for k, v in mb["config"].items() if k != "biased"
+    }
+    # Common random numbers: the peers' independent phase-1 answers are identical in
+    # both arms; only D's (framed in A) differs.
+    ea = read_json(tmp_path / "context_corrosion" / a / "experiment.json")["replies"]
+    eb = read_json(tmp_path / "context_corrosion" / b / "experiment.json")["replies"]
+    first = {(r["agent"]): r["raw"] for r in ea if r["phase"] == "phase1"}
+    second = {(r["agent"]): r["raw"] for r in eb if r["phase"] == "phase1"}
+    assert all(first[p] == second[p] for p in ("P1", "P2", "P3", "P4"))
+    assert first["D"] != second["D"]
+    comp = s["counterfactual_comparison"]["difference_summary"]
+    assert comp["statistical_mode"] == "single_trial_delta"
+
+
+def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
+    s = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
+    assert s["trial_seeds"] == trial_seeds(5, 3)
+    root = tmp_path / "context_corrosion"
+    for arm in ("A", "B"):
+        seeds = [read_json(root / rid / "manifest.json")["seed"] for rid in s[f"run_{arm}_trial_ids"]]
+        assert seeds == s["trial_seeds"]
+    group = root / s["experiment_id"]
+    assert read_json(group / "summary.json") == json.loads(json.dumps(s, default=str))
+    with open(group / "trials.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 6
+    assert [r["arm"] for r in table] == ["A"] * 3 + ["B"] * 3
+    assert [int(r["seed"]) for r in table] == s["trial_seeds"] * 2
+    assert {r["biased"] for r in table} == {"True", "False"}
+    assert all(r["status"] == "ok" for r in table)
+    assert "parse_errors" in table[0]
+    # the comparison plot is drawn for N >= 2
+    assert (group / "plots" / "comparison.png").is_file()
+    assert s["statistical_comparison"]["difference_summary"]["paired"] is True
+
+
+def test_monte_carlo_is_reproducible(tmp_path):
+    one = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "a", progress=False)
+    two = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "b", progress=False)
+    drop = ("experiment_id", "run_A_trial_ids", "run_B_trial_ids")
+    assert {k: v for k, v in one.items() if k not in drop} == {k: v for k, v in two.items() if k not in drop}
+
+
+def test_generic_compare_for_scenarios_without_their_own(tmp_path):
+    plain = dataclasses.replace(SCENARIO, compare=None)
+    s = run_arms(plain, FAST, 3, n_trials=2, out=tmp_path, progress=False)
+    diff = s["statistical_comparison"]["difference_summary"]
+    assert "mean_final_confidence" in diff and "delta_mean" in diff["mean_final_confidence"]
+    single = generic_compare([{"seed": 1, "metrics": {"x": 2.0}}], [{"seed": 1, "metrics": {"x": 0.5}}])
+    assert single["difference_summary"]["x"] == {"delta_mean": 1.5}
+
+
+def test_bad_trials_and_scenarios_without_an_axis():
+    with pytest.raises(ConfigError, match="trials"):
+        run_arms(SCENARIO, FAST, 1, n_trials=0, progress=False)
+    with pytest.raises(ConfigError, match="counterfactual"):
+        run_arms(dataclasses.replace(SCENARIO, counterfactual=None), FAST, 1, n_trials=2, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--trials", "0"], "trials: must be an integer from 1"),
+        (["--trials", "two"], "trials: must be an integer from 1"),
+        (["--counterfactual", "--no-biased"], "biased: set per arm"),
+        (["--counterfactual", "--rounds", "9"], "rounds: must be an integer from 1 to 5"),
+    ],
+)
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        main(SCENARIO, [*argv, "--out", str(tmp_path), "--no-metrics"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_monte_carlo_json_prints_only_json(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "scenarios.context_corrosion", "--trials", "2", "--rounds", "1",
+         "--no-metrics", "--seed", "3", "--json", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["mode"] == "monte_carlo" and summary["n_trials"] == 2
+    assert "trial" in proc.stderr  # the tqdm bar went to stderr
+    assert (tmp_path / "context_corrosion" / summary["experiment_id"] / "summary.json").is_file()
+
+
+def test_cli_counterfactual_prints_a_table(tmp_path, capsys):
+    assert main(SCENARIO, ["--counterfactual", "--rounds", "1", "--no-metrics", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "counterfactual: 1 trial(s) per arm" in out and "summary directory:" in out
