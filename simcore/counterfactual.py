@@ -149,11 +149,14 @@ async def run_arms_async(
     # goes on with other trials' calls and analysis; matplotlib stays on one thread.
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simcore-write")
 
+    def write(trial: TrialResult, rid: str) -> str:
+        path = write_run(trial, out, rid)
+        bar.update(1)  # from the writer thread: the loop may be busy analysing other trials
+        return path.name
+
     async def one(arm: str, cfg: Config, i: int, s: int) -> tuple[TrialResult, str]:
         trial = await run_trial_async(scenario, cfg, s, spec, shared)
-        path = await loop.run_in_executor(writer, write_run, trial, out, run_id(arm, i))
-        bar.update(1)
-        return trial, path.name
+        return trial, await loop.run_in_executor(writer, write, trial, run_id(arm, i))
 
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     try:

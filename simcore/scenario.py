@@ -41,6 +41,8 @@ class Scenario:
             values make the scenario's A/B comparison (e.g. ``("biased", True, False)``).
         compare: The scenario's own statistics for two lists of results objects
             (arm A, arm B, paired by position when the arms share trial seeds).
+            Its answer's ``"difference_summary"`` maps each compared metric to a
+            dict with at least ``"delta_mean"`` (what ``--trials`` prints and plots).
     """
 
     name: str

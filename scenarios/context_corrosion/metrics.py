@@ -46,7 +46,8 @@ def cosine(u: np.ndarray, v: np.ndarray) -> float:
     nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
     if nu == 0.0 or nv == 0.0:
         return 0.0
-    return float(np.dot(u, v)) / (nu * nv)
+    # Clipped: float32 rounding can put a vector's cosine with itself just above 1.
+    return float(np.clip(float(np.dot(u, v)) / (nu * nv), -1.0, 1.0))
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -43,11 +43,14 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=DPI)
 
 
-def _limits(values: Sequence[float | None], lo: float = 0.0) -> tuple[float, float]:
-    """Axis limits for similarities: from min(lo, data) to a little above 1."""
+def _limits(values: Sequence[float | None]) -> tuple[float, float]:
+    """Axis limits for similarities: the data's range plus a margin, within [-1, 1]."""
     vals = [v for v in values if v is not None]
-    bottom = min([lo, *vals]) if vals else lo
-    return (bottom - 0.05 if bottom < lo else bottom, 1.05)
+    if not vals:
+        return 0.0, 1.02
+    lo, hi = min(vals), max(vals)
+    pad = max(0.04, (hi - lo) * 0.25)
+    return max(-1.02, lo - pad), min(1.02, hi + pad)
 
 
 def heatmap(results: Mapping[str, Any], path: Path) -> None:
@@ -91,12 +94,12 @@ def progression(results: Mapping[str, Any], path: Path) -> None:
     top.set_ylim(*_limits(ptd))
     top.set_ylabel("cosine to D")
     top.set_title("Peer → D similarity (rising = peers gravitate to D)", fontsize=10)
-    top.legend(title="peer", fontsize=8, ncols=min(4, len(peers)), loc="lower right")
+    top.legend(title="peer", fontsize=8, ncols=min(4, len(peers)), loc="best")
     ptp = [cm[r]["peer_to_peer_avg"] for r in rounds]
     if any(v is not None for v in ptp):
         mid.plot(x, [np.nan if v is None else v for v in ptp], marker="s", color="#7d3c98",
                  label="mean over peer pairs")
-        mid.legend(fontsize=8, loc="lower right")
+        mid.legend(fontsize=8, loc="best")
     else:
         mid.text(0.5, 0.5, "one peer: no peer pairs", ha="center", va="center", transform=mid.transAxes)
     mid.set_ylim(*_limits(ptp))
@@ -107,7 +110,7 @@ def progression(results: Mapping[str, Any], path: Path) -> None:
     bottom.set_ylim(*_limits(drift))
     bottom.set_ylabel("cosine to D round 1")
     bottom.set_title("D self-consistency (near 1 = D holds its position)", fontsize=10)
-    bottom.legend(fontsize=8, loc="lower right")
+    bottom.legend(fontsize=8, loc="best")
     bottom.set_xlabel("discussion round")
     bottom.set_xticks(x)
     for ax in (top, mid, bottom):
@@ -125,7 +128,7 @@ def entropy(results: Mapping[str, Any], path: Path) -> None:
              for k in labels]
     vals = [le[k] for k in labels]
     x = np.arange(len(labels))
-    fig = Figure(figsize=(max(6.0, 1.5 + 1.1 * len(labels)), 4.2), layout="constrained")
+    fig = Figure(figsize=(max(7.5, 1.5 + 1.1 * len(labels)), 4.6), layout="constrained")
     ax = fig.subplots()
     ax.axvspan(-0.5, 0.5, color="#27ae60", alpha=0.15, label="phase 1 (diversity baseline)")
     ax.axvspan(len(labels) - 1.5, len(labels) - 0.5, color="#c0392b", alpha=0.15,
@@ -136,12 +139,12 @@ def entropy(results: Mapping[str, Any], path: Path) -> None:
         ax.text(xi, v + 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
     ax.set_xticks(x, names)
     ax.set_xlim(-0.5, len(labels) - 0.5)
-    ax.set_ylim(0, 1.25)
+    ax.set_ylim(0, 1.12)
     ax.set_xlabel("stage")
     ax.set_ylabel("Shannon entropy of k=2 split (bits)")
     decay = vals[0] - vals[-1]
     ax.set_title(f"Lifecycle entropy (decay phase 1 − final = {decay:+.2f} bits)", fontsize=11)
-    ax.legend(fontsize=8, loc="upper right", ncols=2)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=4)
     fig.suptitle(_run_title(results), fontsize=8)
     _save(fig, path)
 
