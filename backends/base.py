@@ -167,4 +167,9 @@ def estimate_tokens(text: str) -> int:
 
 
 class BackendError(Exception):
-    """A call that failed for good (after any retries)."""
+    """A call that failed for good (after any retries).
+
+    ``retryable`` says whether the middleware may try again (see ``backends.errors``).
+    """
+
+    retryable: bool = False
