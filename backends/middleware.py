@@ -362,16 +362,15 @@ class Provider:
         tokens = prompt_upper_estimate(request) + request.max_tokens
         reserved = self.ledger.reserve(request)
         self.stats.requests += 1
-        start = time.perf_counter()
         try:
             for attempt in range(self.retry.max_retries + 1):
-                error = await self._attempt(wire.url, auth_headers(self.preset, key), payload, tokens, key)
+                error, seconds = await self._attempt(wire.url, auth_headers(self.preset, key), payload, tokens, key)
                 if isinstance(error, LLMResponse):
                     self.ledger.settle(request, reserved, error.usage)
                     reserved = 0.0
                     return LLMResponse(
                         error.text, error.usage, error.finish_reason, error.model or model,
-                        error.system_fingerprint, time.perf_counter() - start,
+                        error.system_fingerprint, seconds,
                     )
                 self.stats.errors[type(error).__name__] = self.stats.errors.get(type(error).__name__, 0) + 1
                 if not error.retryable or attempt == self.retry.max_retries:
@@ -389,8 +388,12 @@ class Provider:
                 self.ledger.release(reserved)
 
     async def _attempt(self, url: str, headers: Mapping[str, str], payload: bytes, tokens: int,
-                       key: str | None) -> LLMResponse | BackendError:
-        """One HTTP attempt: the response, or the typed error it ended in."""
+                       key: str | None) -> tuple[LLMResponse | BackendError, float]:
+        """One HTTP attempt: the response or the typed error it ended in, and its seconds.
+
+        The seconds run from sending to the full body, so queueing for a
+        concurrency slot or a rate token does not count as latency.
+        """
         state = self._loop_state()
         stats = self.stats
         async with state.sem:
@@ -402,6 +405,7 @@ class Provider:
             stats.attempts += 1
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+            start = time.perf_counter()
             try:
                 async with asyncio.timeout(self.limits.timeout_s):
                     async with state.http().post(url, data=payload, headers=headers) as resp:
@@ -409,12 +413,20 @@ class Provider:
                         retry_after = _retry_after(resp.headers)
                         raw = await resp.read()
             except TimeoutError:
-                return RequestTimeout(f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s")
+                msg = f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s"
+                return RequestTimeout(msg), time.perf_counter() - start
             except (aiohttp.ClientError, OSError) as exc:
                 detail = redact(str(exc) or type(exc).__name__, key)
-                return TransportError(f"{self.name}: connection to {self._host} failed: {type(exc).__name__}: {detail}")
+                msg = f"{self.name}: connection to {self._host} failed: {type(exc).__name__}: {detail}"
+                return TransportError(msg), time.perf_counter() - start
             finally:
                 stats.in_flight -= 1
+            seconds = time.perf_counter() - start
+        return self._interpret(status, raw, retry_after, key), seconds
+
+    def _interpret(self, status: int, raw: bytes, retry_after: float | None,
+                   key: str | None) -> LLMResponse | BackendError:
+        """The response, or the typed error, that a status and body amount to."""
         text = redact(raw.decode("utf-8", errors="replace"), key)
         try:
             data = json.loads(text)
