@@ -14,6 +14,7 @@ form, which has none, and responses as parsed fields.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -70,8 +71,9 @@ class Entry:
                            b.get("system_fingerprint"), float(b.get("latency_s", 0.0)))
 
 
-def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMResponse) -> Entry:
-    """An entry for a response."""
+def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMResponse,
+                   canonical: str | None = None) -> Entry:
+    """An entry for a response (``canonical``: the request's canonical JSON, if already made)."""
     body = {
         "text": res.text,
         "usage": None if res.usage is None else [res.usage.prompt_tokens, res.usage.completion_tokens],
@@ -80,13 +82,21 @@ def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMRes
         "system_fingerprint": res.system_fingerprint,
         "latency_s": res.latency_s,
     }
-    return Entry(scope, request.digest(), occurrence, request.model, request.canonical(), "response", body)
+    return _entry(scope, occurrence, request, canonical, "response", body)
 
 
-def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException) -> Entry:
+def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException,
+                canonical: str | None = None) -> Entry:
     """An entry for a call that failed for good."""
     body = {"type": type(exc).__name__, "message": str(exc)}
-    return Entry(scope, request.digest(), occurrence, request.model, request.canonical(), "error", body)
+    return _entry(scope, occurrence, request, canonical, "error", body)
+
+
+def _entry(scope: str, occurrence: int, request: LLMRequest, canonical: str | None, kind: str,
+           body: dict[str, Any]) -> Entry:
+    canonical = request.canonical() if canonical is None else canonical
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return Entry(scope, digest, occurrence, request.model, canonical, kind, body)
 
 
 class Cassette:

@@ -53,6 +53,7 @@ from backends.providers import (
 )
 
 log = logging.getLogger("simcore.backends")
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,9 @@ class _LoopState:
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_concurrency, limit_per_host=0),
                 timeout=aiohttp.ClientTimeout(total=None),
-                trust_env=True,  # honour HTTP(S)_PROXY
+                # Honour HTTP(S)_PROXY only when one is set: with trust_env aiohttp
+                # looks proxies up in a worker thread on every request.
+                trust_env=any(os.environ.get(v) for v in _PROXY_VARS),
             )
         return self.session
 

@@ -14,6 +14,7 @@ real run.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -109,15 +110,16 @@ class TrialBackend:
         self._seq = 0
         self.counts = {"calls": 0, "cassette_hits": 0, "live_calls": 0, "errors": 0}
 
-    def _key(self, request: LLMRequest) -> tuple[str, int, int]:
+    def _key(self, request: LLMRequest) -> tuple[str, str, int, int]:
         # Called synchronously in request-creation order: that makes occurrences
         # deterministic whatever order the responses come back in.
-        digest = request.digest()
+        canonical = request.canonical()
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
         occ = self._occurrence.get(digest, 0)
         self._occurrence[digest] = occ + 1
         seq = self._seq
         self._seq += 1
-        return digest, occ, seq
+        return canonical, digest, occ, seq
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Answer one request."""
@@ -135,7 +137,7 @@ class TrialBackend:
             *(self._complete(r, *k) for r, k in zip(requests, keys)), return_exceptions=True
         ))
 
-    async def _complete(self, request: LLMRequest, digest: str, occ: int, seq: int) -> LLMResponse:
+    async def _complete(self, request: LLMRequest, canonical: str, digest: str, occ: int, seq: int) -> LLMResponse:
         self.counts["calls"] += 1
         scope = self.scope or ""
         if self.source is not None and self.mode != "record":
@@ -152,7 +154,7 @@ class TrialBackend:
                     f"cassette: no recorded response for request {digest[:16]} "
                     f"(occurrence {occ}, model {request.model})"
                 )
-                self._record(seq, error_entry(scope, occ, request, exc), store=False)
+                self._record(seq, error_entry(scope, occ, request, exc, canonical), store=False)
                 self.counts["errors"] += 1
                 raise exc
         run = self.run
@@ -163,11 +165,12 @@ class TrialBackend:
             res = await run.inner.complete(request)
         except Exception as exc:
             self.counts["errors"] += 1
-            self._record(seq, error_entry(scope, occ, request, exc), store=not isinstance(exc, RunHalted))
+            self._record(seq, error_entry(scope, occ, request, exc, canonical),
+                         store=not isinstance(exc, RunHalted))
             if run.fail_fast and not isinstance(exc, RunHalted):
                 run.halt.trip(f"{type(exc).__name__}: {exc}")
             raise
-        self._record(seq, response_entry(scope, occ, request, res), store=True)
+        self._record(seq, response_entry(scope, occ, request, res, canonical), store=True)
         return res
 
     def _record(self, seq: int, entry: Entry, *, store: bool) -> None:
