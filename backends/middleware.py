@@ -228,7 +228,7 @@ class Halt:
 
     def __init__(self) -> None:
         self.reason: str | None = None
-        self._events: dict[int, asyncio.Event] = {}
+        self._event: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     @property
     def halted(self) -> bool:
@@ -238,8 +238,8 @@ class Halt:
         """Halt: every later call fails with :class:`RunHalted`."""
         if self.reason is None:
             self.reason = reason
-            for event in self._events.values():
-                event.set()
+            if self._event is not None:
+                self._event[1].set()
 
     def check(self) -> None:
         """Raise :class:`RunHalted` if halted."""
@@ -249,11 +249,11 @@ class Halt:
     async def sleep(self, seconds: float) -> None:
         """Sleep, waking early (and raising RunHalted) if the run halts."""
         loop = asyncio.get_running_loop()
-        event = self._events.get(id(loop))
-        if event is None:
-            event = self._events[id(loop)] = asyncio.Event()
+        if self._event is None or self._event[0] is not loop:
+            self._event = (loop, asyncio.Event())
             if self.halted:
-                event.set()
+                self._event[1].set()
+        event = self._event[1]
         try:
             await asyncio.wait_for(event.wait(), seconds)
         except asyncio.TimeoutError:

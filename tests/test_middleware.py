@@ -18,6 +18,7 @@ from backends.errors import (
     MalformedResponse,
     RateLimited,
     RequestTimeout,
+    RunHalted,
     ServerError,
     TransportError,
     UnpricedModel,
@@ -316,3 +317,18 @@ def test_redact_removes_keys_and_key_shaped_strings():
     out = redact(text, "SENTINEL-123456789012")
     for secret in ("sk-abcdefghijklmnop", "AIzaSyA1234567890abcdef", "xyz", "SENTINEL", "789012"):
         assert secret not in out
+
+
+@pytest.mark.asyncio
+async def test_fail_fast_wakes_calls_that_wait_to_retry(server):
+    configure(server, "429:rate=1,retry_after=5,model=slow", "503:rate=1,model=bad")
+    backend = live(server, fail_fast=True, max_retries=3)
+    start = time.monotonic()
+    try:
+        slow, bad = await asyncio.gather(backend.for_trial("a").complete(req(model="slow")),
+                                         backend.for_trial("b").complete(req(model="bad")), return_exceptions=True)
+    finally:
+        await backend.aclose()
+    assert isinstance(bad, ServerError) and isinstance(slow, RunHalted)
+    assert time.monotonic() - start < 3.0  # did not sit out the 5-s Retry-After
+    assert server.stats()["by_model"] == {"bad": 4, "slow": 1}
