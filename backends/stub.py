@@ -14,7 +14,6 @@ off with ``finish_reason="length"``, as a real provider would.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Callable, Mapping, Sequence
 
@@ -53,9 +52,7 @@ class StubBackend:
 
     def respond(self, request: LLMRequest) -> LLMResponse:
         """Produce the reply to ``request`` synchronously."""
-        canonical = request.canonical()
-        digest = hashlib.sha256(canonical.encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
+        rng = np.random.default_rng(int(request.digest()[:32], 16))
         if self.malformed_rate and rng.random() < self.malformed_rate:
             text = "I am not sure how to answer in that format, sorry."
         else:

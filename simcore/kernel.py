@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Mapping, Sequence
 
 import mesa
@@ -70,21 +70,28 @@ class Reply:
     @property
     def tokens(self) -> int:
         """Completion tokens, estimated from the text when usage is missing."""
-        if self.usage is not None:
-            return self.usage.completion_tokens
-        return max(1, math.ceil(len(self.text) / 4))
+        return _completion_tokens(self.usage, self.text)
 
 
-def speaking_time(agent: "LLMAgent", reply: Reply) -> float:
+def _completion_tokens(usage: Usage | None, text: str) -> int:
+    return usage.completion_tokens if usage is not None else max(1, math.ceil(len(text) / 4))
+
+
+def completion_tokens(response: LLMResponse) -> int:
+    """Completion tokens as reported, or estimated from the text when usage is missing."""
+    return _completion_tokens(response.usage, response.text)
+
+
+def speaking_time(agent: "LLMAgent", response: LLMResponse) -> float:
     """Default duration model: completion tokens / the agent's speaking rate.
 
     ``agent.speaking_rate`` is in tokens per simulated second (default 4, about
     three spoken words a second), so an 800-token turn lasts 200 simulated seconds.
     """
-    return reply.tokens / agent.speaking_rate
+    return completion_tokens(response) / agent.speaking_rate
 
 
-DurationModel = Callable[["LLMAgent", Reply], float]
+DurationModel = Callable[["LLMAgent", LLMResponse], float]
 
 
 class LLMCall(simpy.Event):
@@ -297,12 +304,12 @@ class World(mesa.Model):
         else:
             parsed = parse_reply(res.text, call.schema)
             value, error = parsed.value, parsed.parse_error
+        delay = max(0.0, float(self.duration(call.agent, res)))
         reply = Reply(
             call.agent.name, res.text, value, error, res.usage, res.finish_reason,
-            call.t_asked, 0.0, call.digest,
+            call.t_asked, self.env.now + delay, call.digest,
         )
-        delay = max(0.0, float(self.duration(call.agent, reply)))
-        call._deliver(replace(reply, t_done=self.env.now + delay), delay)
+        call._deliver(reply, delay)
 
     def _on_delivered(self, call: simpy.Event) -> None:
         assert isinstance(call, LLMCall)
