@@ -61,19 +61,21 @@ class LLMRequest:
     def digest(self) -> str:
         """Return the request's sha256 hex digest; memoised.
 
-        It covers everything :meth:`canonical` does, but hashes message contents as
-        length-prefixed UTF-8 instead of JSON-escaping them, which is several times
-        faster on long transcripts.
+        It covers everything :meth:`canonical` does, but hashes the scalar fields
+        and message contents as length-prefixed text instead of JSON-escaping them,
+        which is several times faster on long transcripts.
         """
         cached = self.__dict__.get("_digest")
         if cached is None:
-            h = hashlib.sha256()
-            head = self._head()
-            schema = head.pop("schema")
-            h.update(canonical_json(head).encode())
-            # Schemas from simcore.schema.json_schema carry their canonical JSON.
-            h.update(b"\nschema:")
-            h.update((getattr(schema, "canonical", None) or canonical_json(schema)).encode())
+            schema = self.schema
+            if schema is not None:
+                # Schemas from simcore.schema.json_schema carry their canonical JSON.
+                schema = getattr(schema, "canonical", None) or canonical_json(schema)
+            head = (
+                f"{self.model!r}|{self.max_tokens}|{self.temperature!r}|{self.seed}|"
+                f"{canonical_json(self.metadata)}|{schema}"
+            )
+            h = hashlib.sha256(head.encode())
             for m in self.messages:
                 body = m.content.encode()
                 h.update(f"\n{m.role}:{len(body)}:".encode())
@@ -167,9 +169,7 @@ async def complete_all(
 
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
-    )
+    return _CANONICAL.encode(value)
 
 
 def _json_default(value: Any) -> Any:
@@ -185,6 +185,11 @@ def _json_default(value: Any) -> Any:
 
         return asdict(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+)
 
 
 def estimate_tokens(text: str) -> int:

@@ -263,9 +263,14 @@ class World(mesa.Model):
 
     async def _dispatch(self) -> None:
         batch, self._pending = self._pending, []
+        default = self.backend
+        if all(c.agent.backend is None for c in batch):  # the common case: one backend
+            for call, res in zip(batch, await complete_all(default, [c.request for c in batch])):
+                self._deliver(call, res)
+            return
         groups: dict[int, tuple[Backend, list[int]]] = {}
         for i, call in enumerate(batch):
-            backend = call.agent.backend or self.backend
+            backend = call.agent.backend or default
             groups.setdefault(id(backend), (backend, []))[1].append(i)
         results: list[LLMResponse | BaseException | None] = [None] * len(batch)
 
@@ -274,10 +279,7 @@ class World(mesa.Model):
             for i, res in zip(idx, out):
                 results[i] = res
 
-        if len(groups) == 1:
-            await run_group(*next(iter(groups.values())))
-        else:
-            await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
+        await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
         for call, res in zip(batch, results):
             self._deliver(call, res)
 

@@ -109,11 +109,12 @@ class CorrosionBehaviour:
     def arguments(self, stance: float, n: int, rng: np.random.Generator) -> list[str]:
         """``n`` distinct argument sentences, each pro with probability (1 + stance) / 2."""
         pro, con = list(self.task.pro), list(self.task.con)
+        p_pro = (1 + stance) / 2
+        draws = rng.random(2 * n).tolist()  # one call: per-sentence side, then pick
         out = []
-        for _ in range(n):
-            want_pro = rng.random() < (1 + stance) / 2
-            pool = pro if (want_pro and pro) or not con else con
-            out.append(pool.pop(int(rng.integers(len(pool)))))
+        for i in range(n):
+            pool = pro if (draws[i] < p_pro and pro) or not con else con
+            out.append(pool.pop(int(draws[n + i] * len(pool))))
         return out
 
 
