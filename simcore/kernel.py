@@ -94,6 +94,35 @@ def speaking_time(agent: "LLMAgent", response: LLMResponse) -> float:
 DurationModel = Callable[["LLMAgent", LLMResponse], float]
 
 
+class Intervention:
+    """Hooks through which a perturbation study alters a run; identity by default.
+
+    Subclass and override what you need. The kernel consults a world's
+    intervention (if any) when a request is made, when its response arrives,
+    when the reply's simulated duration is set, and when a speaking round is
+    ordered. Interventions are deterministic functions of their arguments, so a
+    perturbed run replays like any other.
+    """
+
+    def request(self, agent: "LLMAgent", request: LLMRequest, fields: Mapping[str, Any]) -> LLMRequest:
+        """Change a request before it is sent (e.g. its token budget)."""
+        return request
+
+    def response(
+        self, call: "LLMCall", response: LLMResponse | BaseException
+    ) -> LLMResponse | BaseException:
+        """Change a response before it is parsed; return an exception to fail the call."""
+        return response
+
+    def delay(self, call: "LLMCall", delay: float) -> float:
+        """Change a reply's simulated duration."""
+        return delay
+
+    def order(self, phase: str, round_index: int, agents: list["LLMAgent"]) -> list["LLMAgent"]:
+        """Change a speaking round's order (swap, drop a turn)."""
+        return agents
+
+
 class LLMCall(simpy.Event):
     """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`."""
 
@@ -134,6 +163,7 @@ class World(mesa.Model):
         model_name: Default LLM model for agents that name none.
         topology: Who hears whom (edge u->v: v hears u); None means everyone.
         duration: Simulated duration of a delivered reply.
+        intervention: Perturbation hooks, or None for a clean run.
     """
 
     def __init__(
@@ -145,6 +175,7 @@ class World(mesa.Model):
         model_name: str = "stub",
         topology: "nx.DiGraph | None" = None,
         duration: DurationModel = speaking_time,
+        intervention: Intervention | None = None,
     ) -> None:
         self.streams = Streams(seed)
         super().__init__(rng=self.streams.numpy("mesa"))
@@ -156,6 +187,7 @@ class World(mesa.Model):
         self.trace = Trace()
         self.board = Board(topology)
         self.duration = duration
+        self.intervention = intervention
         self.usage: dict[str, dict[str, int]] = {}
         self.latency_s: dict[str, float] = {}  # wall-clock, per model; never traced
         self.by_name: dict[str, LLMAgent] = {}
@@ -226,6 +258,8 @@ class World(mesa.Model):
     ) -> LLMCall:
         """Queue ``request`` for ``agent`` and return the event of its reply."""
         fields = dict(fields or {})
+        if self.intervention is not None:
+            request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields)
         self.trace.emit(
             self.env.now,
@@ -284,6 +318,8 @@ class World(mesa.Model):
             self._deliver(call, res)
 
     def _deliver(self, call: LLMCall, res: LLMResponse | BaseException | None) -> None:
+        if self.intervention is not None and res is not None:
+            res = self.intervention.response(call, res)
         model = call.request.model
         ledger = self.usage.get(model)
         if ledger is None:
@@ -307,6 +343,8 @@ class World(mesa.Model):
             parsed = parse_reply(res.text, call.schema)
             value, error = parsed.value, parsed.parse_error
         delay = max(0.0, float(self.duration(call.agent, res)))
+        if self.intervention is not None:
+            delay = max(0.0, float(self.intervention.delay(call, delay)))
         reply = Reply(
             call.agent.name, res.text, value, error, res.usage, res.finish_reason,
             call.t_asked, self.env.now + delay, call.digest,

@@ -100,7 +100,10 @@ def speaking_round(
         The replies, in speaking order.
     """
     replies = []
-    for agent in speaking_order(world, agents, policy, round_index):
+    order = speaking_order(world, agents, policy, round_index)
+    if world.intervention is not None:
+        order = world.intervention.order(phase, round_index, order)
+    for agent in order:
         reply = yield agent.ask(
             _text(prompt, agent), schema=schema, phase=phase, round=round_index, **fields
         )

@@ -26,7 +26,7 @@ from backends.base import Backend
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, make_backend
 from simcore.config import Config
-from simcore.kernel import World
+from simcore.kernel import Intervention, World
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -61,13 +61,20 @@ class TrialResult:
 
 
 def build_world(
-    scenario: Scenario, config: Config, seed: int, spec: BackendSpec, backend: Backend | None = None
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    spec: BackendSpec,
+    backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> World:
     """Create a world with the scenario's agents and processes, ready to run."""
     if backend is None:
         behaviour = scenario.behaviour(config) if scenario.behaviour else None
         backend = make_backend(spec, behaviour)
-    world = World(seed, backend, scenario=scenario.name, model_name=spec.model)
+    world = World(
+        seed, backend, scenario=scenario.name, model_name=spec.model, intervention=intervention
+    )
     scenario.build(world, config)
     return world
 
@@ -78,6 +85,7 @@ async def run_trial_async(
     seed: int,
     spec: BackendSpec | None = None,
     backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> TrialResult:
     """Run one trial to the end and analyse it.
 
@@ -87,12 +95,13 @@ async def run_trial_async(
         seed: The run seed.
         spec: Backend spec (recorded in the manifest); the stub by default.
         backend: A ready backend to use instead of building one from ``spec``.
+        intervention: Perturbation hooks (see :class:`simcore.kernel.Intervention`).
 
     Returns:
         The :class:`TrialResult`; status "error" if the run raised.
     """
     spec = spec or BackendSpec()
-    world = build_world(scenario, config, seed, spec, backend)
+    world = build_world(scenario, config, seed, spec, backend, intervention)
     start = time.perf_counter()
     status, error = "ok", None
     try:

@@ -197,3 +197,47 @@ def test_agents_are_mesa_agents_in_an_agentset():
     assert [a.name for a in world.agents] == ["A0", "A1", "A2"]
     with pytest.raises(ValueError, match="already taken"):
         LLMAgent(world, "A0")
+
+
+def test_intervention_hooks_alter_requests_responses_delays_and_order():
+    from simcore.kernel import Intervention
+
+    class Perturb(Intervention):
+        def request(self, agent, request, fields):
+            if agent.name == "A1":
+                from dataclasses import replace
+                return replace(request, max_tokens=7)
+            return request
+
+        def response(self, call, response):
+            if call.agent.name == "A1":
+                return ConnectionError("injected")
+            return response
+
+        def delay(self, call, delay):
+            return delay + 100.0 if call.agent.name == "A0" else delay
+
+        def order(self, phase, round_index, agents):
+            return list(reversed(agents))[:-1]  # reverse and drop the last turn
+
+    world = World(1, StubBackend(), intervention=Perturb())
+    agents = [LLMAgent(world, f"A{i}", max_output_tokens=50) for i in range(3)]
+    out = {}
+
+    def proc(world):
+        try:
+            yield from speaking_round(world, agents, "Talk.", round_index=1)
+        except ConnectionError as exc:
+            out["error"] = str(exc)
+        out["order"] = [m.speaker for m in world.board.messages]
+        reply = yield agents[0].ask("again")
+        out["a0"] = reply
+
+    world.process(proc(world))
+    world.run()
+    calls = world.trace.of_kind("llm.call")
+    # reversed and the last turn (A0) dropped; A1's call failed by injection
+    assert [c.agent for c in calls] == ["A2", "A1", "A0"]
+    assert calls[1].payload["max_tokens"] == 7 and calls[0].payload["max_tokens"] == 50
+    assert out["error"] == "injected" and out["order"] == ["A2"]
+    assert out["a0"].t_done - out["a0"].t_asked >= 100.0
