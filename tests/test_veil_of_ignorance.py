@@ -388,6 +388,26 @@ def test_malformed_model_output_does_not_crash(rate):
         assert log["final"]["interview"]["parse_error"]
 
 
+class FailingBackend(StubBackend):
+    """The stub, except that deliberation turns of round 2 fail for good."""
+
+    async def complete_batch(self, requests):
+        return [
+            RuntimeError("provider down") if r.metadata.get("round") == 2 else self.respond(r) for r in requests
+        ]
+
+
+def test_a_failed_backend_keeps_the_partial_run(tmp_path):
+    config = cfg(persuasion=0.0)
+    t = asyncio.run(run_trial_async(SCENARIO, config, 5, backend=FailingBackend(make_behaviour(config))))
+    assert t.status == "error" and "provider down" in t.error["message"]
+    m = t.results["metrics"]
+    assert m["rounds_taken"] == 1 and not m["consensus_reached"] and t.results["veil"] is None
+    assert "status error" in SCENARIO.summarize(t.results)
+    run_dir = write_run(t, tmp_path)
+    assert (run_dir / "trace.jsonl").read_text().count('"llm.error"') >= 1
+
+
 def test_timeout_is_simulated_time_checked_between_rounds():
     t = trial(5, timeout_s=1.0, persuasion=0.0)
     m = t.results["metrics"]

@@ -30,7 +30,9 @@ import numpy as np
 from scenarios.veil_of_ignorance.config import VeilConfig
 from scenarios.veil_of_ignorance.principles import (
     KEYS,
+    LIKERT,
     PRINCIPLES,
+    Choice,
     agreement,
     choice_from_key,
 )
@@ -41,6 +43,10 @@ from simcore.records import write_json
 def _mean(values: list[Any]) -> float | None:
     vals = [v for v in values if v is not None]
     return float(np.mean(vals)) if vals else None
+
+
+def _choice(key: str | None) -> Choice | None:
+    return None if key is None else choice_from_key(key)
 
 
 def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
@@ -59,7 +65,7 @@ def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
         for n in names
     }
     decisions = st.get("decisions", [])
-    per_round = [[None if d["choices"][n] is None else choice_from_key(d["choices"][n]) for n in names] for d in decisions]
+    per_round = [[_choice(d["choices"][n]) for n in names] for d in decisions]
     agree = [agreement(c) for c in per_round]
     agree_p = [agreement(c, by_principle=True) for c in per_round]
     agreed = st.get("agreed")
@@ -119,7 +125,8 @@ def veil_record(cfg: VeilConfig, names: list[str], outcome: Any) -> dict[str, An
         "fallback": outcome.fallback,
         "constraint_met": outcome.constraint_met,
         "assignments": {
-            n: {"class": cfg.classes[c], "income": inc} for n, c, inc in zip(names, outcome.classes, outcome.incomes)
+            n: {"class": cfg.classes[c], "income": inc}
+            for n, c, inc in zip(names, outcome.classes, outcome.incomes)
         },
     }
 
@@ -127,6 +134,8 @@ def veil_record(cfg: VeilConfig, names: list[str], outcome: Any) -> dict[str, An
 def summarize(results: dict[str, Any]) -> str:
     """A few lines for the terminal."""
     m = results["metrics"]
+    if not m:
+        return f"veil of ignorance: status {results['status']}, no metrics"
     lines = [
         f"veil of ignorance ({results.get('experiment_id')}): status {results['status']}, "
         f"{m['n_agents']} agents, {m['rounds_taken']} round(s), end: {m['end_reason']}",
@@ -134,13 +143,15 @@ def summarize(results: dict[str, Any]) -> str:
     if m["consensus_reached"]:
         amount = f" at ${m['chosen_amount']:,}" if m["chosen_amount"] else ""
         lines.append(f"  consensus on {m['chosen_principle']}{amount}")
-    else:
+    elif m["agreement_last_round"] is not None:
         lines.append(f"  no consensus (agreement in the last round {m['agreement_last_round']:.0%})")
     if results.get("veil"):
         v = results["veil"]
         paid = ", ".join(f"{n} {a['class']} ${a['income']:,}" for n, a in v["assignments"].items())
         lines.append(f"  {v['distribution']}{' (random fallback)' if v['fallback'] else ''}: {paid}")
-    shifts = ", ".join(f"{k} {m[f'likert_shift_{k}']:+.2f}" for k in KEYS if m[f"likert_shift_{k}"] is not None)
+    shifts = ", ".join(
+        f"{k} {m[f'likert_shift_{k}']:+.2f}" for k in KEYS if m[f"likert_shift_{k}"] is not None
+    )
     lines.append(f"  mean Likert shift: {shifts}; parse errors {m['parse_errors']}")
     return "\n".join(lines)
 
@@ -219,7 +230,7 @@ def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
             ax.scatter(i + (j - 0.5) * 0.38 + np.asarray(offsets), pts, s=14, color="black", zorder=3,
                        label="one agent" if (i == 0 and j == 0) else None)
     ax.set_xticks(x, labels, fontsize=8)
-    ax.set_yticks([1, 2, 3, 4], [lab.replace(" ", "\n") for lab in ("strongly disagree", "disagree", "agree", "strongly agree")], fontsize=8)
+    ax.set_yticks([1, 2, 3, 4], [lab.replace(" ", "\n") for lab in LIKERT], fontsize=8)
     ax.set_ylim(0, 4.6)
     ax.set_ylabel("Likert rating")
     ax.set_title(f"Ratings of the principles before and after deliberation ({len(names)} agents)")
@@ -234,7 +245,9 @@ def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
     r_idx = np.arange(1, len(rounds) + 1)
     bottom = np.zeros(len(rounds))
     for p, colour in zip(PRINCIPLES, COLOURS):
-        counts = np.array([sum(1 for c in d["choices"].values() if c and c.split(":")[0] == p.key) for d in rounds])
+        counts = np.array(
+            [sum(1 for c in d["choices"].values() if c and c.split(":")[0] == p.key) for d in rounds]
+        )
         ax.bar(r_idx, counts, 0.6, bottom=bottom, color=colour, label=p.label)
         bottom += counts
     invalid = np.array([sum(1 for c in d["choices"].values() if c is None) for d in rounds])

@@ -85,7 +85,9 @@ _POSITION = re.compile(
     rf"(?P<label>{_LABELS})(?: \((?:floor|range) (?P<amount>\$[\d,]+)\))?",
     re.MULTILINE | re.IGNORECASE,
 )
-_FINAL = re.compile(rf"Your final choice was: (?P<label>{_LABELS})(?: \((?:floor|range) (?P<amount>\$[\d,]+)\))?", re.I)
+_FINAL = re.compile(
+    rf"Your final choice was: (?P<label>{_LABELS})(?: \((?:floor|range) (?P<amount>\$[\d,]+)\))?", re.I
+)
 _BY_LABEL = {p.label: p.id for p in PRINCIPLES}
 
 
@@ -151,7 +153,8 @@ class VeilBehaviour:
         phase, agent = meta.get("phase"), str(meta.get("agent"))
         user = request.messages[-1].content
         if phase == "interview_question":
-            return f"{meta.get('target')}, why did you make your final choice, and how did you find the discussion?"
+            target = meta.get("target")
+            return f"{target}, why did you make your final choice, and how did you find the discussion?"
         system = request.messages[0].content if request.messages[0].role == "system" else ""
         if SITUATION not in system or phase not in (
             "rating_initial", "memory", "deliberation", "rating_final", "interview"
@@ -160,7 +163,7 @@ class VeilBehaviour:
         latent = self.latent(request.seed or 0, agent, system.split(SITUATION, 1)[0])
         noise = self.choice_noise * request.temperature
         if phase == "rating_initial":
-            return self.ratings(np.array(latent.utility), noise, rng, "My first impression of the principles.")
+            return self.ratings(np.array(latent.utility), noise, rng, "My first impression.")
         if phase == "interview":
             return self.interview(user)
         known = positions(user, agent)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from scenarios.veil_of_ignorance.principles import CLASSES, DISTRIBUTIONS
+from scenarios.veil_of_ignorance.principles import CLASSES, DISTRIBUTIONS, Distribution
 from simcore.config import Config, ConfigError, check_with, param
 from simcore.memory import make_memory
 from simcore.protocols import ORDER_POLICIES, decision_rule
@@ -52,18 +52,6 @@ class AgentSpec(Config):
 
 
 @dataclass(frozen=True)
-class IncomeDistribution(Config):
-    """One income distribution: yearly income per class, highest class first."""
-
-    name: str = param("Dist.", help="label")
-    incomes: tuple[int, ...] = param((), help="yearly income per class, highest class first")
-
-    def check(self) -> None:
-        if not self.incomes or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in self.incomes):
-            raise ConfigError(f"incomes: must be a list of positive whole dollar amounts; got {list(self.incomes)!r}")
-
-
-@dataclass(frozen=True)
 class LoggingOptions(Config):
     """What the agent-centric JSON (``experiment.json``) holds; the trace is always complete."""
 
@@ -76,10 +64,11 @@ class LoggingOptions(Config):
 
 DEFAULT_AGENTS = (
     AgentSpec("Agent_1", "You are an economist focused on efficiency and optimal resource allocation."),
-    AgentSpec("Agent_2", "You are a philosopher concerned with justice and fairness for all members of society."),
+    AgentSpec(
+        "Agent_2", "You are a philosopher concerned with justice and fairness for all members of society."
+    ),
     AgentSpec("Agent_3", "You are a pragmatist who focuses on what works in practice rather than theory."),
 )
-DEFAULT_DISTRIBUTIONS = tuple(IncomeDistribution(d.name, d.incomes) for d in DISTRIBUTIONS)
 
 
 @dataclass(frozen=True)
@@ -106,13 +95,13 @@ class VeilConfig(Config):
         "unanimity", check=check_with(decision_rule), help="unanimity, majority, plurality or threshold:Q"
     )
     memory: str = param(
-        "full", check=check_with(check_memory), help="full, recent:K, summary or decomposed (LLM-written memory)"
+        "full", check=check_with(check_memory), help="full, recent:K, summary or decomposed (LLM-written)"
     )
     speaking_order: str = param("random", choices=ORDER_POLICIES, help="order of turns within a round")
     announce_choices: bool = param(True, help="after a round without agreement, post every agent's choice")
     classes: tuple[str, ...] = param(CLASSES, help="income class names, highest first")
     class_weights: tuple[float, ...] = param((), help="probability of each class; empty: equal")
-    distributions: tuple[IncomeDistribution, ...] = param(DEFAULT_DISTRIBUTIONS, help="the distribution set")
+    distributions: tuple[Distribution, ...] = param(DISTRIBUTIONS, help="the distribution set")
     logging: LoggingOptions = param(LoggingOptions(), help="contents of experiment.json")
     persuasion: float = param(
         0.15, lo=0.0, hi=5.0, help="stub behaviour: pull of others' positions, per round of exposure"
@@ -139,7 +128,7 @@ class VeilConfig(Config):
                 )
         if self.class_weights and (
             len(self.class_weights) != len(self.classes)
-            or any(not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0 for w in self.class_weights)
+            or any(type(w) not in (int, float) or w < 0 for w in self.class_weights)
             or sum(self.class_weights) <= 0
         ):
             raise ConfigError(

@@ -38,7 +38,6 @@ from scenarios.veil_of_ignorance.principles import (
     LIKERT,
     PRINCIPLES,
     Choice,
-    Distribution,
     choice_from_key,
     detect_consensus,
     draw_classes,
@@ -135,11 +134,13 @@ def persona(personality: str, cfg: VeilConfig) -> str:
 def rule_text(spec: str) -> str:
     """The decision rule in words."""
     name, _, q = spec.partition(":")
+    if name == "threshold":
+        return f"a qualified majority: at least {float(q):.0%} must choose the same principle and amount"
     return {
         "unanimity": "unanimity: everyone must choose the same principle and amount",
         "majority": "majority: more than half must choose the same principle and amount",
         "plurality": "plurality: the most chosen principle and amount wins",
-    }.get(name, f"a qualified majority: at least {float(q or 1):.0%} must choose the same principle and amount")
+    }[name]
 
 
 RATING_FORMAT = (
@@ -271,7 +272,7 @@ def build(world: World, cfg: VeilConfig) -> None:
 
 def memory_view(agent: LLMAgent, cfg: VeilConfig) -> str:
     """The agent's private memory as it enters a prompt."""
-    notes: list[str] = agent.params["notes"]
+    notes: list[tuple[int, str]] = agent.params["notes"]
     if cfg.memory in LLM_MEMORY:
         notes = notes[-1:]
     elif isinstance(agent.memory, RecentMemory):
@@ -292,53 +293,51 @@ def _ratings_line(scores: dict[str, int | None]) -> str:
     )
 
 
+def memory_steps(cfg: VeilConfig) -> tuple[tuple[str, str], ...]:
+    """The (step, title) calls of one memory update."""
+    if cfg.memory == "decomposed":
+        return tuple((key, title) for key, title, _ in DECOMPOSED_STEPS)
+    return (("summary" if cfg.memory == "summary" else "note", ""),)
+
+
+def _join(calls: list[tuple[str, str, str, Reply]]) -> str:
+    return "\n".join(f"{title}:\n{reply.text.strip()}" for _, title, _, reply in calls)
+
+
 def update_memory(world: World, agents: list[LLMAgent], cfg: VeilConfig, r: int) -> Any:
-    """Every agent updates its private memory (a SimPy process)."""
-    log = world.state["log"]
+    """Every agent updates its private memory, all at once (a SimPy process).
+
+    Decomposed memory makes its calls in sequence, each seeing the earlier steps.
+    """
     inputs = {}
     for a in agents:
         initial = _ratings_line(world.state["ratings"]["initial"][a.name]) if r == 1 else ""
         inputs[a.name] = (memory_view(a, cfg), public_view(a, cfg), initial)
-    if cfg.memory == "decomposed":
-        steps: dict[str, list[tuple[str, Reply, str]]] = {a.name: [] for a in agents}
-        for key, title, _ in DECOMPOSED_STEPS:
-            def prompt(a: LLMAgent, key: str = key) -> str:
-                mem, hist, initial = inputs[a.name]
-                done = "\n".join(f"{t}:\n{rep.text.strip()}" for _, rep, t in steps[a.name])
-                return memory_prompt(cfg, r, "\n\n".join(x for x in (mem, done) if x), hist, initial, key)
-
-            prompts = {a.name: prompt(a) for a in agents}
-            replies = yield from parallel(
-                world, agents, lambda a: prompts[a.name], phase="memory", history=False, round=r, step=key
-            )
-            for a, reply in zip(agents, replies):
-                steps[a.name].append((prompts[a.name], reply, title))
-        results = {
-            a.name: ("\n".join(f"{t}:\n{rep.text.strip()}" for _, rep, t in steps[a.name]), steps[a.name])
-            for a in agents
-        }
-    else:
-        step = "summary" if cfg.memory == "summary" else "note"
-        prompts = {a.name: memory_prompt(cfg, r, *inputs[a.name], step) for a in agents}
+    calls: dict[str, list[tuple[str, str, str, Reply]]] = {a.name: [] for a in agents}
+    for step, title in memory_steps(cfg):
+        prompts = {}
+        for a in agents:
+            old, history, initial = inputs[a.name]
+            memory = "\n\n".join(x for x in (old, _join(calls[a.name])) if x)
+            prompts[a.name] = memory_prompt(cfg, r, memory, history, initial, step)
         replies = yield from parallel(
             world, agents, lambda a: prompts[a.name], phase="memory", history=False, round=r, step=step
         )
-        results = {
-            a.name: (reply.text.strip(), [(prompts[a.name], reply, step)]) for a, reply in zip(agents, replies)
-        }
+        for a, reply in zip(agents, replies):
+            calls[a.name].append((step, title, prompts[a.name], reply))
     for a in agents:
-        memory, calls = results[a.name]
+        done = calls[a.name]
+        memory = done[0][3].text.strip() if len(done) == 1 else _join(done)
         a.params["notes"].append((r, memory))
         a.params["seen"] = len(a.visible())
         world.emit("memory", a.name, {"text": memory}, phase="memory", round=r)
-        entry = log[a.name].setdefault(f"round_{r}", {})
+        entry = world.state["log"][a.name].setdefault(f"round_{r}", {})
         entry["memory"] = memory
-        if cfg.memory == "decomposed" and cfg.logging.capture_memory_steps:
-            entry["memory_steps"] = [
-                {"step": key, **_call_record(cfg, a, p, rep)} for (p, rep, _), (key, _, _) in zip(calls, DECOMPOSED_STEPS)
-            ]
-        else:
-            entry["memory_call"] = _call_record(cfg, a, calls[0][0], calls[0][1])
+        records = [{"step": step, **_call_record(cfg, a, p, reply)} for step, _, p, reply in done]
+        if len(done) == 1:
+            entry["memory_call"] = records[0]
+        elif cfg.logging.capture_memory_steps:
+            entry["memory_steps"] = records
 
 
 def _call_record(cfg: VeilConfig, agent: LLMAgent, prompt: str, reply: Reply) -> dict[str, Any]:
@@ -358,7 +357,9 @@ def _call_record(cfg: VeilConfig, agent: LLMAgent, prompt: str, reply: Reply) ->
 
 # -- the experiment ------------------------------------------------------------
 
-def rate(world: World, agents: list[LLMAgent], cfg: VeilConfig, phase: str, prompts: dict[str, str], **fields: Any) -> Any:
+def rate(
+    world: World, agents: list[LLMAgent], cfg: VeilConfig, phase: str, prompts: dict[str, str], **fields: Any
+) -> Any:
     """All agents rate the principles at once; returns {agent: {key: score or None}}."""
     replies = yield from parallel(
         world, agents, lambda a: prompts[a.name], schema=Ratings, phase=phase, history=False, **fields
@@ -377,6 +378,14 @@ def rate(world: World, agents: list[LLMAgent], cfg: VeilConfig, phase: str, prom
     return out
 
 
+def _choice_record(choice: Choice | None) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    return {
+        "principle": choice.principle, "key": choice.key, "amount": choice.amount, "label": choice.describe()
+    }
+
+
 def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r: int) -> Any:
     """Memory updates, then one turn per agent; returns {agent: Choice or None}."""
     yield from update_memory(world, agents, cfg, r)
@@ -387,108 +396,133 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
         reply = yield agent.ask(prompt, schema=Turn, phase="deliberation", history=False, round=r)
         turn: Turn | None = reply.value
         choice = None if turn is None else make_choice(turn.principle, turn.constraint_amount)
+        # An unparsable reply is still what the agent said in public.
         message = (reply.text if turn is None else turn.message).strip()
         if message:
             agent.say(message, phase="deliberation", round=r)
         choices[agent.name] = choice
-        world.emit("ballot", agent.name, {"choice": None if choice is None else choice.key}, phase="deliberation", round=r)
+        key = None if choice is None else choice.key
+        world.emit("ballot", agent.name, {"choice": key}, phase="deliberation", round=r)
         world.state["log"][agent.name][f"round_{r}"].update(
             public_history=history,
             memory_in_prompt=memory,
             strategy="" if turn is None else turn.strategy,
             communication=message,
-            choice=None if choice is None else {
-                "principle": choice.principle,
-                "key": choice.key,
-                "amount": choice.amount,
-                "label": choice.describe(),
+            choice=_choice_record(choice),
+            raw_choice=None if turn is None else {
+                "principle": turn.principle, "constraint_amount": turn.constraint_amount
             },
-            raw_choice=None if turn is None else {"principle": turn.principle, "constraint_amount": turn.constraint_amount},
             **_call_record(cfg, agent, prompt, reply),
         )
     return choices
 
 
-def experiment(world: World, cfg: VeilConfig) -> Any:
-    """The whole experiment, in simulated time."""
-    agents = [world.by_name[n] for n in world.state["names"]]
-    interviewer = world.by_name[FEEDBACK_AGENT]
+def deliberate(world: World, agents: list[LLMAgent], cfg: VeilConfig) -> Any:
+    """Rounds until the decision rule is met, ``max_rounds`` or the timeout.
+
+    Returns:
+        (rounds held, end reason, the agreed :class:`Choice` or None).
+    """
     rule = decision_rule(cfg.decision_rule)
-    ratings = world.state["ratings"]
-
-    world.emit("phase", phase="rating_initial")
-    prompts = {a.name: initial_rating_prompt() for a in agents}
-    ratings["initial"] = yield from rate(world, agents, cfg, "rating_initial", prompts)
-
-    start, end_reason, agreed, r = world.now, "max_rounds", None, 0
+    start, r = world.now, 0
     for r in range(1, cfg.max_rounds + 1):
         world.emit("phase", phase="deliberation", round=r)
         choices = yield from deliberation_round(world, agents, cfg, r)
         ordered = [choices[a.name] for a in agents]
         decision = detect_consensus(ordered, rule, world.streams.numpy("vote.tiebreak"))
-        world.state["decisions"].append(
-            {"round": r, "t": world.now, "reached": decision.reached, "choice": decision.choice,
-             "tally": dict(decision.tally), "choices": {a.name: None if c is None else c.key for a, c in zip(agents, ordered)}}
-        )
+        world.state["decisions"].append({
+            "round": r, "t": world.now, "reached": decision.reached, "choice": decision.choice,
+            "tally": dict(decision.tally),
+            "choices": {a.name: None if c is None else c.key for a, c in zip(agents, ordered)},
+        })
         world.emit(
             "decision", None, {"choice": decision.choice, "tally": dict(decision.tally)},
             phase="deliberation", round=r, reached=decision.reached,
         )
+        world.state["t_deliberation"] = world.now - start
         if decision.reached and decision.choice is not None:
-            agreed, end_reason = choice_from_key(decision.choice), "consensus"
-            break
+            return r, "consensus", choice_from_key(decision.choice)
         if r < cfg.max_rounds and world.now - start >= cfg.timeout_s:
-            end_reason = "timeout"
-            break
+            return r, "timeout", None
         if cfg.announce_choices and r < cfg.max_rounds:
             text = f"No agreement after round {r}. Choices: " + "; ".join(
-                f"{a.name} supports {'no valid choice' if c is None else c.describe()}" for a, c in zip(agents, ordered)
+                f"{a.name} supports {'no valid choice' if c is None else c.describe()}"
+                for a, c in zip(agents, ordered)
             ) + "."
             world.board.post(world.now, MODERATOR, text, {"phase": "announcement", "round": r})
             world.emit("message", MODERATOR, {"text": text}, phase="announcement", round=r)
-    world.state.update(rounds_taken=r, end_reason=end_reason, agreed=agreed, t_deliberation=world.now - start)
+    return r, "max_rounds", None
 
-    outcome = outcome_text(agreed)
-    world.emit("phase", phase="rating_final", round=r)
-    prompts = {a.name: final_rating_prompt(r, outcome, memory_view(a, cfg), public_view(a, cfg)) for a in agents}
-    ratings["final"] = yield from rate(world, agents, cfg, "rating_final", prompts, round=r)
 
-    world.emit("phase", phase="interview")
-    finals = {a.name: world.state["log"][a.name].get(f"round_{r}", {}).get("choice") for a in agents}
-    labels = {a.name: finals[a.name]["label"] if finals[a.name] else "no valid choice" for a in agents}
-    q_prompts = {a.name: question_prompt(a.name, labels[a.name], outcome) for a in agents}
-    asks = [interviewer.ask(q_prompts[a.name], phase="interview_question", history=False, target=a.name) for a in agents]
+def interview(
+    world: World, agents: list[LLMAgent], cfg: VeilConfig, finals: dict[str, str], outcome: str
+) -> Any:
+    """The feedback agent asks every agent about its final choice and its experience."""
+    interviewer = world.by_name[FEEDBACK_AGENT]
+    asks = [
+        interviewer.ask(
+            question_prompt(a.name, finals[a.name], outcome), phase="interview_question", history=False,
+            target=a.name,
+        )
+        for a in agents
+    ]
     questions = yield world.all_of(asks)
-    texts = {a.name: q.text.strip() or default_question(a.name) for a, q in zip(agents, questions)}
+    asked = {a.name: q.text.strip() or default_question(a.name) for a, q in zip(agents, questions)}
+    prompts = {
+        a.name: answer_prompt(asked[a.name], memory_view(a, cfg), finals[a.name], outcome) for a in agents
+    }
     answers = yield from parallel(
-        world, agents, lambda a: answer_prompt(texts[a.name], memory_view(a, cfg), labels[a.name], outcome),
-        schema=Interview, phase="interview", history=False,
+        world, agents, lambda a: prompts[a.name], schema=Interview, phase="interview", history=False
     )
-    for a, q, ans in zip(agents, questions, answers):
+    for a, ans in zip(agents, answers):
         v: Interview | None = ans.value
         record = {
-            "question": texts[a.name],
+            "question": asked[a.name],
             "explanation": ans.text if v is None else v.explanation,
             "experience": "" if v is None else v.experience,
         }
-        if ans.parse_error:
-            record["parse_error"] = True
         world.emit("interview", a.name, record, phase="interview")
-        world.state["log"][a.name]["final"]["interview"] = record
+        call = _call_record(cfg, a, prompts[a.name], ans)
+        world.state["log"][a.name]["final"]["interview"] = {**record, **call}
 
-    dists = [Distribution(d.name, d.incomes) for d in cfg.distributions]
+
+def experiment(world: World, cfg: VeilConfig) -> Any:
+    """The whole experiment, in simulated time."""
+    agents = [world.by_name[n] for n in world.state["names"]]
+    ratings, log = world.state["ratings"], world.state["log"]
+
+    world.emit("phase", phase="rating_initial")
+    prompts = {a.name: initial_rating_prompt() for a in agents}
+    ratings["initial"] = yield from rate(world, agents, cfg, "rating_initial", prompts)
+
+    r, end_reason, agreed = yield from deliberate(world, agents, cfg)
+    world.state.update(rounds_taken=r, end_reason=end_reason, agreed=agreed)
+
+    outcome = outcome_text(agreed)
+    world.emit("phase", phase="rating_final", round=r)
+    prompts = {
+        a.name: final_rating_prompt(r, outcome, memory_view(a, cfg), public_view(a, cfg)) for a in agents
+    }
+    ratings["final"] = yield from rate(world, agents, cfg, "rating_final", prompts, round=r)
+
+    world.emit("phase", phase="interview")
+    finals = {a.name: log[a.name][f"round_{r}"]["choice"] for a in agents}
+    labels = {n: c["label"] if c else "no valid choice" for n, c in finals.items()}
+    yield from interview(world, agents, cfg, labels, outcome)
+
     weights = cfg.class_weights or (1.0,) * len(cfg.classes)
     classes = draw_classes(len(agents), weights, world.streams.numpy("veil.classes"))
-    result = lift_veil(agreed, dists, classes, world.streams.numpy("veil.fallback"))
+    result = lift_veil(agreed, cfg.distributions, classes, world.streams.numpy("veil.fallback"))
     world.state["outcome"] = result
     world.emit(
         "veil", None,
-        {"choice": None if agreed is None else agreed.key, "distribution": dists[result.distribution].name,
-         "constraint_met": result.constraint_met},
+        {
+            "choice": None if agreed is None else agreed.key,
+            "distribution": cfg.distributions[result.distribution].name,
+            "constraint_met": result.constraint_met,
+        },
         phase="veil", fallback=result.fallback,
     )
     for a, c, income in zip(agents, result.classes, result.incomes):
         world.emit("income", a.name, {"class": cfg.classes[c], "income": income}, phase="veil")
-        world.state["log"][a.name]["final"].update(
-            final_choice=finals[a.name], income_class=cfg.classes[c], income=income
-        )
+        log[a.name]["final"].update(final_choice=finals[a.name], income_class=cfg.classes[c], income=income)

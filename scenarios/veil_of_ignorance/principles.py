@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from simcore.config import Config, ConfigError, param
 from simcore.protocols import Decision, DecisionRule
 
 
@@ -200,7 +201,9 @@ def choice_from_key(key: str) -> Choice:
     return Choice(BY_KEY[name].id, int(amount) if amount else None)
 
 
-def detect_consensus(choices: Sequence[Choice | None], rule: DecisionRule, rng: np.random.Generator) -> Decision:
+def detect_consensus(
+    choices: Sequence[Choice | None], rule: DecisionRule, rng: np.random.Generator
+) -> Decision:
     """Apply a decision rule to the agents' choices (None abstains).
 
     Choices agree only when principle and amount both match. The decision's
@@ -227,11 +230,17 @@ CLASSES = ("high", "medium high", "medium", "medium low", "low")
 
 
 @dataclass(frozen=True)
-class Distribution:
-    """Yearly income (dollars) per income class, highest class first."""
+class Distribution(Config):
+    """Yearly income (dollars) per income class, highest class first (validated)."""
 
-    name: str
-    incomes: tuple[int, ...]
+    name: str = param("Dist.", help="label")
+    incomes: tuple[int, ...] = param((), help="yearly income per class, highest class first")
+
+    def check(self) -> None:
+        if not self.incomes or not all(type(x) is int and x > 0 for x in self.incomes):
+            raise ConfigError(
+                f"incomes: must be a list of positive whole dollar amounts; got {list(self.incomes)!r}"
+            )
 
     @property
     def average(self) -> float:
