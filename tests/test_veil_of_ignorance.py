@@ -21,6 +21,7 @@ from scenarios.veil_of_ignorance.config import VeilConfig
 from scenarios.veil_of_ignorance.principles import (
     DISTRIBUTIONS,
     Choice,
+    agreement,
     apply_principle,
     detect_consensus,
     draw_classes,
@@ -125,6 +126,13 @@ def test_threshold_and_majority_rules():
     assert detect_consensus(votes, decision_rule("majority"), RNG).choice == "floor_constraint:13000"
     split = [Choice(3, 13000), Choice(3, 14000), Choice(3, 15000)]
     assert not detect_consensus(split, decision_rule("majority"), RNG).reached
+
+
+def test_agreement_share_with_and_without_amounts():
+    votes = [Choice(3, 13000), Choice(3, 14000), None, Choice(3, 13000)]
+    assert agreement(votes) == 0.5
+    assert agreement(votes, by_principle=True) == 0.75
+    assert agreement([None, None]) == 0.0
 
 
 choices = st.one_of(

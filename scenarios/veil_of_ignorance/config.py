@@ -45,7 +45,7 @@ def check_memory(spec: str) -> None:
 class AgentSpec(Config):
     """One deliberating agent; empty fields fall back to the config's defaults."""
 
-    name: str = param("Agent", check=_check_name, help="unique agent name")
+    name: str = param("", check=_check_name, help="unique agent name (required)")
     personality: str = param("", help="personality text (system prompt); empty: default_personality")
     model: str = param("", help="LLM model; empty: default_model, then --model")
     temperature: float | None = param(None, lo=0.0, hi=2.0, help="sampling temperature; empty: temperature")

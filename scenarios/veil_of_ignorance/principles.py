@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from simcore.config import Config, ConfigError, param
-from simcore.protocols import Decision, DecisionRule
+from simcore.protocols import Decision, DecisionRule, tally
 
 
 @dataclass(frozen=True)
@@ -216,12 +216,8 @@ def agreement(choices: Sequence[Choice | None], by_principle: bool = False) -> f
     """Share of agents holding the most common choice (abstentions hold none)."""
     if not choices:
         return 0.0
-    keys = [None if c is None else (c.principle if by_principle else c.key) for c in choices]
-    counts: dict[Any, int] = {}
-    for k in keys:
-        if k is not None:
-            counts[k] = counts.get(k, 0) + 1
-    return max(counts.values(), default=0) / len(keys)
+    counts = tally([None if c is None else (c.principle if by_principle else c.key) for c in choices])
+    return max(counts.values(), default=0) / len(choices)
 
 
 # -- the veil lifts --------------------------------------------------------
