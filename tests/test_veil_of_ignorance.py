@@ -412,6 +412,7 @@ def test_a_failed_backend_keeps_the_partial_run(tmp_path):
     m = t.results["metrics"]
     assert m["rounds_taken"] == 1 and not m["consensus_reached"] and t.results["veil"] is None
     assert "status error" in SCENARIO.summarize(t.results)
+    assert set(m) == set(trial(5).results["metrics"]) and m["distribution"] is None  # stable columns
     run_dir = write_run(t, tmp_path)
     assert (run_dir / "trace.jsonl").read_text().count('"llm.error"') >= 1
 

@@ -88,14 +88,14 @@ def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
     for k in KEYS:
         metrics[f"likert_initial_{k}"] = _mean([initial.get(n, {}).get(k) for n in names])
         metrics[f"likert_final_{k}"] = _mean([final.get(n, {}).get(k) for n in names])
-    if outcome is not None:
-        metrics.update(
-            distribution=cfg.distributions[outcome.distribution].name,
-            fallback=outcome.fallback,
-            constraint_met=outcome.constraint_met,
-            mean_income=float(np.mean(outcome.incomes)),
-            min_income=int(min(outcome.incomes)),
-        )
+    # The same columns in every trial, even one that failed before the veil lifted.
+    metrics.update(
+        distribution=None if outcome is None else cfg.distributions[outcome.distribution].name,
+        fallback=None if outcome is None else outcome.fallback,
+        constraint_met=None if outcome is None else outcome.constraint_met,
+        mean_income=None if outcome is None else float(np.mean(outcome.incomes)),
+        min_income=None if outcome is None else int(min(outcome.incomes)),
+    )
     metrics.update(
         invalid_choices=sum(c is None for cs in per_round for c in cs),
         parse_errors=sum(1 for e in world.trace.of_kind("llm.reply") if e.payload.get("parse_error")),
