@@ -112,11 +112,15 @@ class VignetteMemory:
 
 
 _OPTION = re.compile(r"\boption\s*\(?([A-Da-d])\b", re.IGNORECASE)
-_LEADING = re.compile(r"^\(?([A-Da-d])(?:[).:\s]|$)")
+_LEADING = re.compile(r"^\(?([A-Da-d])(?:[).:]|$)")
 
 
 def read_option(value: Any, keys: Sequence[str]) -> str | None:
-    """The option letter a reply names ("B", "b)", "Option B", ...), or None."""
+    """The option letter a reply names ("B", "b)", "Option B", ...), or None.
+
+    A bare leading letter must stand alone or be followed by ")", "." or ":", so
+    that prose such as "A lottery" is not read as option A.
+    """
     text = str(value).strip()
     m = _LEADING.match(text) or _OPTION.search(text)
     key = m.group(1).upper() if m else None
