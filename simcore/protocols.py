@@ -16,6 +16,10 @@ Decision rules count abstentions (None, e.g. unparseable ballots) as votes for n
 option: ``majority`` needs more than half of all voters, ``unanimity`` all of
 them, ``threshold:Q`` a share of at least Q, and ``plurality`` picks the most
 voted option, breaking ties with a seeded draw.
+
+``open_floor`` lets everyone speak at once and posts each message when its
+generation ends (free discussion as a race); ``sealed_bid_auction`` collects bids
+until a deadline and picks a first- or second-price winner.
 """
 
 from __future__ import annotations

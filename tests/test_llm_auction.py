@@ -599,3 +599,17 @@ def test_auction_advantage_grows_with_the_confidence_signal():
         return float(np.mean(diffs))
 
     assert edge(1.0) > edge(0.0) + 0.03
+
+
+def test_failed_backend_gives_an_error_trial_not_a_crash():
+    class Broken(StubBackend):
+        def respond(self, request):
+            if request.metadata.get("phase") == "vote":
+                raise ConnectionError("backend down")
+            return super().respond(request)
+
+    cfg = AuctionConfig(mechanism="auction", n_agents=5, n_vignettes=2)
+    t = asyncio.run(run_trial_async(SCENARIO, cfg, 3, backend=Broken(make_behaviour(cfg))))
+    assert t.status == "error" and "backend down" in t.error["message"]
+    assert t.results["metrics"]["n_vignettes"] == 0
+    assert "status error" in SCENARIO.summarize(t.results)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from scenarios.llm_auction.config import STYLES, AuctionConfig
 from simcore.kernel import World
+from simcore.records import atomic_write
 from simcore.stats import bootstrap_mean_diff_ci, describe, paired, proportion_ci
 
 VIGNETTE_COLUMNS = (
@@ -198,31 +199,34 @@ def _plain(x: Any) -> Any:
     return x.item() if isinstance(x, np.generic) else x
 
 
+def _fmt(x: Any, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def summarize(results: dict[str, Any]) -> str:
     """A few lines for the terminal."""
     m = results["metrics"]
-    c = results["correctness"]
-    ci = f"[{c['ci_low']:.2f}, {c['ci_high']:.2f}]" if c["n"] else "[-]"
+    c = results.get("correctness") or {}
+    ci = f"[{_fmt(c.get('ci_low'))}, {_fmt(c.get('ci_high'))}]"
     lines = [
-        f"llm_auction: mechanism {results['mechanism']}, {m['n_agents']} agents, "
-        f"{m['n_vignettes']} vignettes, status {results['status']}",
-        f"  correct {m['n_correct']}/{m['n_vignettes']} = {c['rate']:.2f} {ci} (Wilson 95%), "
-        f"majority reached {m['majority_rate']:.2f}",
-        f"  cost/vignette ${m['cost_per_vignette']:.3f}, mean reward ${m['mean_reward']:.3f} per agent "
-        f"and vignette, participation {m['participation']:.2f}, parse errors {m['parse_errors']}",
+        f"llm_auction: mechanism {results.get('mechanism')}, {m.get('n_agents')} agents, "
+        f"{m.get('n_vignettes')} vignettes, status {results['status']}",
+        f"  correct {m.get('n_correct')}/{m.get('n_vignettes')} = {_fmt(m.get('correctness'))} {ci} "
+        f"(Wilson 95%), majority reached {_fmt(m.get('majority_rate'))}",
+        f"  cost/vignette ${_fmt(m.get('cost_per_vignette'), '.3f')}, mean reward "
+        f"${_fmt(m.get('mean_reward'), '.3f')} per agent and vignette, participation "
+        f"{_fmt(m.get('participation'))}, parse errors {m.get('parse_errors')}",
     ]
-    if m["proposer_accuracy"] is not None:
+    if m.get("proposer_accuracy") is not None:
         lines.append(
-            f"  proposer right {m['proposer_accuracy']:.2f}, mean price ${m['mean_price'] or 0:.3f}, "
-            f"late bids {m['late_bid_rate'] or 0:.2f}"
+            f"  proposer right {_fmt(m['proposer_accuracy'])}, mean price ${_fmt(m['mean_price'], '.3f')}, "
+            f"late bids {_fmt(m['late_bid_rate'])}"
         )
     return "\n".join(lines)
 
 
 def write_tables(directory: Path, frames: dict[str, pd.DataFrame]) -> list[str]:
     """Write the seed's tables as CSV files; returns their names."""
-    from simcore.records import atomic_write
-
     names = []
     for name in TABLES:
         atomic_write(directory / f"{name}.csv", frames[name].to_csv(index=False))
