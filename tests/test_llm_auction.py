@@ -134,9 +134,13 @@ def test_tie_break_is_seeded_and_ignores_arrival_order():
 def _deadline_world(arrivals: dict[str, float], window: float, rule: str = "first_price"):
     world = World(3, StubBackend())
     out = {}
+    # Readiness events exist before the auction opens (as the assessment calls do in
+    # the scenario), so a bid due exactly at the deadline is processed before the
+    # close: only the "strictly before" rule keeps it out.
+    ready = {name: world.timeout(t) for name, t in arrivals.items()}
 
     def submit(name):
-        yield world.timeout(arrivals[name])
+        yield ready[name]
         return {"A": 0.9, "B": 0.5, "C": 0.2}[name]
 
     def proc():

@@ -35,6 +35,7 @@ import pandas as pd
 
 from backends.registry import BackendSpec
 from scenarios.llm_auction.analysis import (
+    COMPARED,
     TABLES,
     by_style,
     compare_results,
@@ -63,8 +64,6 @@ from simcore.records import (
 )
 from simcore.rng import derive_seed
 from simcore.stats import describe, holm, proportion_ci
-
-PAIRED_METRICS = ("correctness", "mean_reward", "spend_per_vignette", "participation")
 
 
 @dataclass
@@ -158,8 +157,8 @@ def statistics(c: Comparison) -> dict[str, Any]:
         ]
         stats = compare_results([x for x, _ in ok], [y for _, y in ok], seed=derive_seed(c.seed, f"boot.{a}.{b}"))
         pairs.append({"a": a, "b": b, "n_pairs": len(ok),
-                      **{key: stats[key] for key in PAIRED_METRICS}})
-    for key in PAIRED_METRICS:
+                      **{key: stats[key] for key in COMPARED}})
+    for key in COMPARED:
         adjusted = holm([p[key]["p_value"] for p in pairs])
         for p, adj in zip(pairs, adjusted):
             p[key]["p_holm"] = adj
