@@ -616,6 +616,9 @@ def test_cli_bad_input_writes_nothing(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: scripted: must be")
     assert not any(tmp_path.iterdir())
+    res = subprocess.run([sys.executable, "-m", "scenarios.acausal_cooperation", "--help"],
+                         cwd=root, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "--identity-insight" in res.stdout and "30%" in res.stdout
 
 
 @pytest.mark.slow

@@ -19,7 +19,9 @@ Indicators (all computed from ``world.state["rounds"]``):
   round's strategy texts (None with ``--no-embeddings`` or fewer than 2 LLM
   players); ``strategy_convergence`` is the final round's value.
 - **cooperation despite power asymmetry**: share of COOPERATE among moves made in
-  games whose powers differed by more than 30% (max/min > 1.3).
+  games whose powers differed by more than 30% (max/min > 1.3);
+  ``cooperation_symmetric`` is the same share in the other games. With power
+  scaling off, players never see powers, so the pair serves as a placebo.
 - **defection triggers**: for every defection, whether the opponent defected in
   the pair's previous game ("Previous defection"), whether powers differed by
   more than 30% ("Power asymmetry > 30%"), or whether it was the pair's first game
