@@ -552,6 +552,37 @@ def test_defection_triggers_detect_previous_defection() -> None:
     assert "Previous defection" in res["pattern_analysis"]["defection_triggers"]
 
 
+def test_compare_reports_treatment_minus_control() -> None:
+    a = [{"metrics": {"cooperation_rate": x}} for x in (0.8, 0.7, 0.9)]
+    b = [{"metrics": {"cooperation_rate": x}} for x in (0.4, 0.35, 0.45)]
+    out = SCENARIO.compare(a, b)
+    assert out["cooperation_rate"]["diff"] == pytest.approx(0.4)
+    assert out["cooperation_rate"]["n_pairs"] == 3 and out["cooperation_rate"]["p_value"] < 0.05
+
+
+class FailAfter:
+    """A stub that fails for good after ``n`` calls (a transport failure)."""
+
+    name = "stub"
+
+    def __init__(self, inner: StubBackend, n: int) -> None:
+        self.inner, self.left = inner, n
+
+    async def complete(self, request: LLMRequest) -> Any:
+        self.left -= 1
+        if self.left < 0:
+            raise ConnectionError("backend down")
+        return self.inner.respond(request)
+
+
+def test_failed_trial_keeps_partial_results() -> None:
+    config = cfg(n_agents=3, rounds=3)
+    trial = run(config, 1, FailAfter(StubBackend(make_behaviour(config)), 20))
+    assert trial.status == "error" and "backend down" in trial.error["message"]
+    assert 0 < trial.results["metrics"]["games"] < 9
+    assert "analysis_error" not in trial.results
+
+
 # -- output files --------------------------------------------------------------------------
 
 

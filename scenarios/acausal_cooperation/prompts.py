@@ -96,14 +96,18 @@ def strategy_prompt(
         "played so far this round. Participants are anonymous and get new labels every round."
     )
     if n_scripted:
-        rules += f" {n_scripted} of the participants are simple programs that follow fixed rules."
+        rules += (
+            " One of the participants is a simple program that follows fixed rules." if n_scripted == 1
+            else f" {n_scripted} of the participants are simple programs that follow fixed rules."
+        )
     parts.append(rules)
     money = PAYOFF_TEXT
     if power is not None:
+        step = f"{power_step * 100:g}%"
         money += (
             f" {SCALING_TEXT} Powers are drawn anew each round between 50 and 150. After each game "
-            f"the winner (who defected against a cooperator) gains {power_step:.0%} power and the "
-            f"loser loses {power_step:.0%}. Your power this round: {power:.1f}."
+            f"the winner (who defected against a cooperator) gains {step} power and the "
+            f"loser loses {step}. Your power this round: {power:.1f}."
         )
     parts.append(money + " Your goal is to maximise your total score over the tournament.")
     if not previous:
