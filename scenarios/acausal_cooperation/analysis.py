@@ -26,7 +26,8 @@ Indicators (all computed from ``world.state["rounds"]``):
   the pair's previous game ("Previous defection"), whether powers differed by
   more than 30% ("Power asymmetry > 30%"), or whether it was the pair's first game
   ("First game against opponent"); with the defection rate when each is present
-  and absent. Triggers that raise the defection rate by at least 0.1 are listed.
+  and absent (their difference is the ``lift``). Triggers with a lift of at
+  least 0.1 are listed.
 - **cooperation clusters**: connected groups of players whose games together
   were mutual cooperation at least half of the time.
 """
@@ -132,11 +133,13 @@ def defection_triggers(decisions: Sequence[dict[str, Any]]) -> list[dict[str, An
         def rate(ds: list[dict[str, Any]]) -> float | None:
             return sum(d["action"] == DEFECT for d in ds) / len(ds) if ds else None
 
+        with_it, without = rate(present), rate(absent)
         table.append({
             "trigger": name,
             "share_of_defections": sum(test(d) for d in defections) / len(defections) if defections else None,
-            "defection_rate_when_present": rate(present),
-            "defection_rate_when_absent": rate(absent),
+            "defection_rate_when_present": with_it,
+            "defection_rate_when_absent": without,
+            "lift": None if with_it is None or without is None else with_it - without,
             "n_present": len(present),
         })
     return table
@@ -197,11 +200,12 @@ def analyze(world: World, cfg: AcausalConfig) -> dict[str, Any]:
     strategies = [s for rec in rounds for s in rec["strategies"]]
     sims = strategy_similarity(rounds) if cfg.embeddings else [None] * len(rounds)
 
-    per_round = []
+    per_round, totals = [], np.zeros(n)
     for rec, sim in zip(rounds, sims):
         gs = rec["games"]
         moves = [g["player1_action"] for g in gs] + [g["player2_action"] for g in gs]
         scores = round_scores(n, gs)
+        totals += scores
         powers = np.array(rec.get("powers_final", rec["powers_initial"]))
         per_round.append({
             "round": rec["round"],
@@ -229,18 +233,9 @@ def analyze(world: World, cfg: AcausalConfig) -> dict[str, Any]:
     asym = [d["action"] == COOPERATE for d in decisions if d["asymmetric"]]
     sym = [d["action"] == COOPERATE for d in decisions if not d["asymmetric"]]
     table = defection_triggers(decisions)
-    triggers = [
-        t["trigger"] for t in sorted(
-            table, key=lambda t: -((t["defection_rate_when_present"] or 0) - (t["defection_rate_when_absent"] or 0))
-        )
-        if t["defection_rate_when_present"] is not None and t["defection_rate_when_absent"] is not None
-        and t["defection_rate_when_present"] - t["defection_rate_when_absent"] >= 0.1
-    ]
+    triggers = [t["trigger"] for t in sorted(table, key=lambda t: -(t["lift"] or 0)) if (t["lift"] or 0) >= 0.1]
     final_texts = Counter(s["strategy_text"] for s in rounds[-1]["strategies"]) if rounds else Counter()
     dominant = final_texts.most_common(1)[0] if final_texts else None
-    totals = [0.0] * n
-    for rec in rounds:
-        totals = [a + b for a, b in zip(totals, round_scores(n, rec["games"]))]
     llm_sims = [s for s in sims if s is not None]
     reads = Counter(g[k] for g in games for k in ("player1_parse", "player2_parse"))
     all_moves = [d["action"] == COOPERATE for d in decisions]
@@ -303,7 +298,7 @@ def analyze(world: World, cfg: AcausalConfig) -> dict[str, Any]:
         },
         "round_stats": per_round,
         "players": players,
-        "final_agent_scores": {str(i): s for i, s in enumerate(totals)},
+        "final_agent_scores": {str(i): float(s) for i, s in enumerate(totals)},
         "payoff_matrix": payoff_matrix(n, games),
     }
 
