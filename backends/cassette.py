@@ -14,7 +14,6 @@ form, which has none, and responses as parsed fields.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ class Entry:
 
     Attributes:
         scope: The trial it belongs to.
-        digest: sha256 of the canonical request.
+        digest: The request's sha256 (:meth:`LLMRequest.digest`).
         occurrence: 0 for the first identical request in the trial, 1 for the next...
         model: The request's model string.
         request: The canonical request JSON.
@@ -95,8 +94,7 @@ def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseExcep
 def _entry(scope: str, occurrence: int, request: LLMRequest, canonical: str | None, kind: str,
            body: dict[str, Any]) -> Entry:
     canonical = request.canonical() if canonical is None else canonical
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    return Entry(scope, digest, occurrence, request.model, canonical, kind, body)
+    return Entry(scope, request.digest(), occurrence, request.model, canonical, kind, body)
 
 
 class Cassette:

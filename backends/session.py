@@ -14,7 +14,6 @@ real run.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -114,7 +113,7 @@ class TrialBackend:
         # Called synchronously in request-creation order: that makes occurrences
         # deterministic whatever order the responses come back in.
         canonical = request.canonical()
-        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        digest = request.digest()
         occ = self._occurrence.get(digest, 0)
         self._occurrence[digest] = occ + 1
         seq = self._seq

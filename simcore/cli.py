@@ -75,6 +75,7 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
         desc = f.metadata.get("help", "")
         allowed = _describe(tp, f.metadata) if tp in (int, float, bool, str) else ""
         text = f"{desc} (default: {f.default!r}{'; ' + allowed if allowed else ''})".strip()
+        text = text.replace("%", "%%")  # argparse %-formats help strings
         if tp is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif tp in (int, float, str):

@@ -29,7 +29,7 @@ from backends.base import Backend, canonical_json
 from backends.pricing import usage_cost
 from backends.registry import CASSETTE_FILE, BackendSpec, make_backend, price_table
 from simcore.config import Config
-from simcore.kernel import World
+from simcore.kernel import Intervention, World
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -70,7 +70,12 @@ def trial_scope(scenario: Scenario, config: Config, seed: int) -> str:
 
 
 def build_world(
-    scenario: Scenario, config: Config, seed: int, spec: BackendSpec, backend: Backend | None = None
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    spec: BackendSpec,
+    backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> World:
     """Create a world with the scenario's agents and processes, ready to run.
 
@@ -83,7 +88,9 @@ def build_world(
     for_trial = getattr(backend, "for_trial", None)
     if for_trial is not None:
         backend = for_trial(trial_scope(scenario, config, seed))
-    world = World(seed, backend, scenario=scenario.name, model_name=spec.model)
+    world = World(
+        seed, backend, scenario=scenario.name, model_name=spec.model, intervention=intervention
+    )
     scenario.build(world, config)
     return world
 
@@ -94,6 +101,7 @@ async def run_trial_async(
     seed: int,
     spec: BackendSpec | None = None,
     backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> TrialResult:
     """Run one trial to the end and analyse it.
 
@@ -104,6 +112,7 @@ async def run_trial_async(
         spec: Backend spec (recorded in the manifest); the stub by default.
         backend: A ready backend to use instead of building one from ``spec``
             (shared backends are not closed here; their owner closes them).
+        intervention: Perturbation hooks (see :class:`simcore.kernel.Intervention`).
 
     Returns:
         The :class:`TrialResult`; status "error" if the run raised.
@@ -113,11 +122,11 @@ async def run_trial_async(
         behaviour = scenario.behaviour(config) if scenario.behaviour else None
         owned = make_backend(spec, behaviour)
         try:
-            return await run_trial_async(scenario, config, seed, spec, owned)
+            return await run_trial_async(scenario, config, seed, spec, owned, intervention)
         finally:
             if hasattr(owned, "aclose"):
                 await owned.aclose()
-    world = build_world(scenario, config, seed, spec, backend)
+    world = build_world(scenario, config, seed, spec, backend, intervention)
     start = time.perf_counter()
     status, error = "ok", None
     try:

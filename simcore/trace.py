@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from backends.base import canonical_json
 
 
-@dataclass(frozen=True, slots=True)
-class TraceEvent:
-    """One event of a run."""
+class TraceEvent(NamedTuple):
+    """One event of a run.
+
+    A named tuple rather than a class instance: a run can hold millions of events,
+    and tuples (and dicts) of plain values drop out of the garbage collector's
+    scans, which keeps full collections cheap in large worlds.
+    """
 
     seq: int
     t: float
     kind: str
     agent: str | None = None
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    payload: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, Any] = {}
+    payload: Mapping[str, Any] = {}
 
     @property
     def signature(self) -> str:
