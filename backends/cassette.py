@@ -115,6 +115,9 @@ class Cassette:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path)
             self._db.execute("PRAGMA journal_mode=WAL")
+            # Each response is committed as it arrives; in WAL mode NORMAL keeps that
+            # safe against a crashed or killed run without an fsync per call.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
             self._db.commit()

@@ -48,6 +48,7 @@ from backends.providers import (
     auth_headers,
     build_request,
     error_text,
+    get_preset,
     parse_response,
     split_model,
 )
@@ -136,7 +137,7 @@ class TokenBucket:
                 await asyncio.sleep((need - self.level) / self.rate)
 
     def give_back(self, amount: float) -> None:
-        """Return tokens that were reserved but not used."""
+        """Return tokens that were taken but not used (a reply shorter than ``max_tokens``)."""
         self._refill()
         self.level = min(self.capacity, self.level + amount)
 
@@ -367,14 +368,18 @@ class Provider:
         self.stats.requests += 1
         try:
             for attempt in range(self.retry.max_retries + 1):
-                error, seconds = await self._attempt(wire.url, auth_headers(self.preset, key), payload, tokens, key)
-                if isinstance(error, LLMResponse):
-                    self.ledger.settle(request, reserved, error.usage)
+                outcome, seconds = await self._attempt(wire.url, auth_headers(self.preset, key), payload, tokens, key)
+                if isinstance(outcome, LLMResponse):
+                    self.ledger.settle(request, reserved, outcome.usage)
                     reserved = 0.0
+                    tpm = self._loop_state().tpm
+                    if tpm is not None and outcome.usage is not None:
+                        tpm.give_back(max(0, tokens - outcome.usage.total_tokens))
                     return LLMResponse(
-                        error.text, error.usage, error.finish_reason, error.model or model,
-                        error.system_fingerprint, seconds,
+                        outcome.text, outcome.usage, outcome.finish_reason, outcome.model or model,
+                        outcome.system_fingerprint, seconds,
                     )
+                error = outcome
                 self.stats.errors[type(error).__name__] = self.stats.errors.get(type(error).__name__, 0) + 1
                 if not error.retryable or attempt == self.retry.max_retries:
                     self.stats.failures += 1
@@ -516,8 +521,6 @@ class Router:
         prov = self.providers.get(preset_name)
         if prov is not None:
             return prov
-        from backends.providers import get_preset
-
         preset = get_preset(preset_name)
         is_default = preset_name == self.default
         base_url = (self.base_url if is_default and self.base_url else None) or preset.base_url

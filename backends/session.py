@@ -108,6 +108,7 @@ class TrialBackend:
         self._entries: list[tuple[int, Entry]] = []
         self._seq = 0
         self.counts = {"calls": 0, "cassette_hits": 0, "live_calls": 0, "errors": 0}
+        self.fingerprints: dict[str, set[str]] = {}
 
     def _key(self, request: LLMRequest) -> tuple[str, str, int, int]:
         # Called synchronously in request-creation order: that makes occurrences
@@ -142,7 +143,7 @@ class TrialBackend:
         if self.source is not None and self.mode != "record":
             entry = self.source.get(self.scope, digest, occ)
             if entry is not None and (entry.kind == "response" or self.mode == "replay"):
-                self._entries.append((seq, _rescoped(entry, self.scope)))
+                self._record(seq, _rescoped(entry, self.scope), store=False)
                 if entry.kind == "response":
                     self.counts["cassette_hits"] += 1
                     return entry.response()
@@ -174,6 +175,9 @@ class TrialBackend:
 
     def _record(self, seq: int, entry: Entry, *, store: bool) -> None:
         self._entries.append((seq, entry))
+        fingerprint = entry.body.get("system_fingerprint")
+        if fingerprint:
+            self.fingerprints.setdefault(entry.model, set()).add(str(fingerprint))
         if store and self.source is not None and not self.source.readonly and self.mode != "replay":
             self.source.put(entry)
 
@@ -189,6 +193,7 @@ class TrialBackend:
     def stats(self) -> dict[str, Any]:
         """Counters of this trial, plus the run-wide ones."""
         out: dict[str, Any] = dict(self.counts)
+        out["system_fingerprints"] = {m: sorted(f) for m, f in sorted(self.fingerprints.items())}
         if self.run is not None:
             out.update(self.run.stats())
         return out

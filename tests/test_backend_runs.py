@@ -55,6 +55,7 @@ async def test_a_real_run_records_a_cassette_and_replays_offline(server, tmp_pat
     assert results["unpriced_models"] == ["fake-1"]
     timings = read_json(run_dir / "timings.json")
     assert timings["backend"]["live_calls"] == CALLS
+    assert timings["backend"]["system_fingerprints"] == {"fake-1": ["fp_fake"]}
     assert timings["backend"]["providers"]["openai-compatible"]["max_in_flight"] == 3
 
 
