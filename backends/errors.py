@@ -152,17 +152,21 @@ def error_from_record(type_name: str, message: str) -> BackendError:
 # Common key shapes, scrubbed even when we do not know the key itself (a provider
 # may echo a masked key in an error body).
 _KEY_PATTERNS = re.compile(
-    r"(sk-[A-Za-z0-9_\-*]{6,}|sk_[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{10,}|xai-[A-Za-z0-9_\-*]{6,}"
+    r"\b(sk-[A-Za-z0-9_\-*]{6,}|sk_[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{10,}|xai-[A-Za-z0-9_\-*]{6,}"
     r"|gsk_[A-Za-z0-9_\-*]{6,}|Bearer\s+\S+)"
 )
 
 
-def redact(text: str, *secrets: str | None) -> str:
-    """Remove ``secrets`` and anything shaped like an API key from ``text``."""
+def redact(text: str, *secrets: str | None, key_shapes: bool = True) -> str:
+    """Remove ``secrets`` from ``text``, and (``key_shapes``) anything shaped like an API key.
+
+    Model output is scrubbed of the exact key only (``key_shapes=False``), so that a
+    reply mentioning, say, "sk-learn" is not altered; error messages get both.
+    """
     for secret in secrets:
         if secret:
             text = text.replace(secret, "[redacted]")
             # A provider may quote a masked form: the first and last few characters.
             if len(secret) >= 12:
                 text = text.replace(secret[-6:], "[redacted]")
-    return _KEY_PATTERNS.sub("[redacted]", text)
+    return _KEY_PATTERNS.sub("[redacted]", text) if key_shapes else text

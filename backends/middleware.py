@@ -435,14 +435,16 @@ class Provider:
     def _interpret(self, status: int, raw: bytes, retry_after: float | None,
                    key: str | None) -> LLMResponse | BackendError:
         """The response, or the typed error, that a status and body amount to."""
-        text = redact(raw.decode("utf-8", errors="replace"), key)
+        ok = 200 <= status < 300
+        text = redact(raw.decode("utf-8", errors="replace"), key, key_shapes=not ok)
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
             data = None
-            if 200 <= status < 300:
-                return MalformedResponse(f"{self.name}: response body is not JSON: {text[:120]!r}")
-        if not 200 <= status < 300:
+            if ok:
+                snippet = redact(text[:120], key)
+                return MalformedResponse(f"{self.name}: response body is not JSON: {snippet!r}")
+        if not ok:
             detail = error_text(data) if data is not None else text[:300]
             return http_error(status, f"{self.name}: HTTP {status} from {self._host}: {detail}", retry_after)
         try:

@@ -167,3 +167,27 @@ def test_estimate_counts_the_calls_a_run_makes_without_sending_anything():
     assert est.to_dict()["total"]["calls"] == 2 * CALLS and "gpt-4.1-mini" in est.table()
     unpriced = estimate(SCENARIO, [(CFG, 1)], BackendSpec("openai-compatible", "mystery", "http://x"))
     assert unpriced.unpriced_models == ["mystery"] and unpriced.by_model["mystery"]["cost_usd"] is None
+
+
+SMALL = {
+    "context_corrosion": {"rounds": 1, "n_peers": 2},
+    "llm_auction": {"n_agents": 5, "n_vignettes": 2},
+    "acausal_cooperation": {"n_agents": 3, "rounds": 2, "embeddings": False},
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", ["context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_cooperation"])
+async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, tmp_path):
+    from simcore.scenario import load_scenario
+
+    scenario = load_scenario(name)
+    fields = {f for f in scenario.config_type.__dataclass_fields__}
+    config = scenario.config_type(**{k: v for k, v in SMALL.get(name, {}).items() if k in fields})
+    async with FakeServer(FakeConfig(faults=(Fault.parse("503:every=7"),))) as srv:
+        trial = await run_trial_async(scenario, config, 4, spec(srv))
+        assert trial.status == "ok", trial.error
+        run_dir = write_run(trial, tmp_path)
+        assert srv.stats()["requests"] > sum(v["calls"] for v in trial.world.usage.values()) > 0  # with retries
+    result = await replay_async(run_dir)
+    assert result.identical, result

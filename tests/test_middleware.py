@@ -322,6 +322,9 @@ def test_redact_removes_keys_and_key_shaped_strings():
     out = redact(text, "SENTINEL-123456789012")
     for secret in ("sk-abcdefghijklmnop", "AIzaSyA1234567890abcdef", "xyz", "SENTINEL", "789012"):
         assert secret not in out
+    prose = "a risk-assessment of sk-learn results by task-forces"
+    assert redact(prose, "SENTINEL-123456789012", key_shapes=False) == prose
+    assert "risk-assessment" in redact(prose) and "task-forces" in redact(prose)
 
 
 @pytest.mark.asyncio
