@@ -317,7 +317,7 @@ def _cli(*args: str) -> list[str]:
 
 def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
     sweep = tmp_path / "killed"
-    flags = ["--trials", "30", "--grid", "rounds=1,2", "--n-peers", "2", "--seed", "11", "--out", str(sweep)]
+    flags = ["--trials", "20", "--grid", "rounds=1,2", "--n-peers", "2", "--seed", "11", "--out", str(sweep)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         _cli(*flags, "--executor", "local", "--workers", "2"), cwd=ROOT, env=env,
@@ -326,27 +326,27 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
     ledger = sweep / "ledger.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if ledger.is_file() and ledger.read_text().count("\n") >= 16:
+        if ledger.is_file() and ledger.read_text().count("\n") >= 12:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the sweep finished (or died) before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)  # parent and pool workers, mid-trial
     proc.wait()
     done_before = ledger.read_text().count("\n")
-    assert 16 <= done_before < 120
+    assert 12 <= done_before < 80
     assert not (sweep / "results.csv").exists()
 
-    res = subprocess.run(_cli("--resume", "--out", str(sweep), "--executor", "local", "--workers", "2"),
+    res = subprocess.run(_cli("--resume", "--out", str(sweep), "--executor", "local", "--workers", "2", "--no-plot"),
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "fail=0" in res.stderr  # the progress bar
     resumed = read_results(sweep)
-    assert len(resumed) == 120 and resumed["run_id"].is_unique and (resumed["status"] == "ok").all()
+    assert len(resumed) == 80 and resumed["run_id"].is_unique and (resumed["status"] == "ok").all()
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
-    assert len(rows) == 120 and len({r["run_id"] for r in rows}) == 120
+    assert len(rows) == 80 and len({r["run_id"] for r in rows}) == 80
     assert not [p for p in (sweep / "context_corrosion").iterdir() if p.name.startswith(".")]
 
-    fresh = run_sweep("context_corrosion", 30, {"rounds": [1, 2]}, base={"n_peers": 2}, seed=11,
+    fresh = run_sweep("context_corrosion", 20, {"rounds": [1, 2]}, base={"n_peers": 2}, seed=11,
                       executor="asyncio", out=tmp_path / "fresh", plot=False)
     pd.testing.assert_frame_equal(stable(resumed), stable(fresh))
 

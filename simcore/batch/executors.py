@@ -254,3 +254,19 @@ def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def run_with(
+    executor: str, ctx: WorkerContext, dispatcher: Dispatcher, *, workers: int, address: str | None, concurrency: int
+) -> None:
+    """Run the dispatcher's trials on the named executor (see :data:`EXECUTORS`)."""
+    if executor == "serial":
+        run_serial(ctx, dispatcher)
+    elif executor == "asyncio":
+        run_asyncio(ctx, dispatcher, concurrency)
+    elif executor == "local":
+        run_local(ctx, dispatcher, workers)
+    elif executor == "dask":
+        run_dask(ctx, dispatcher, workers, address)
+    else:
+        raise ValueError(f"executor: must be one of {', '.join(EXECUTORS)}; got {executor!r}")

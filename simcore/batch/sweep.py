@@ -17,10 +17,7 @@ from simcore.batch.executors import (
     Budget,
     Dispatcher,
     SweepAborted,
-    run_asyncio,
-    run_dask,
-    run_local,
-    run_serial,
+    run_with,
 )
 from simcore.batch.plan import SweepPlan, TrialJob, build_plan, check_buildable
 from simcore.batch.report import build_table, summarize, write_outputs
@@ -263,14 +260,7 @@ def run_sweep(
         started = time.perf_counter()
         stopped: BaseException | None = None
         try:
-            if executor == "serial":
-                run_serial(ctx, dispatcher)
-            elif executor == "asyncio":
-                run_asyncio(ctx, dispatcher, concurrency)
-            elif executor == "local":
-                run_local(ctx, dispatcher, workers)
-            else:
-                run_dask(ctx, dispatcher, workers, address)
+            run_with(executor, ctx, dispatcher, workers=workers, address=address, concurrency=concurrency)
         except (KeyboardInterrupt, SweepAborted) as exc:
             stopped = exc  # finished trials are safe; write the tables, then re-raise
         finally:
