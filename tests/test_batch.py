@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backends.pricing import load_prices
-from simcore.batch import TIMING_COLUMNS, plan_sweep, read_results, run_sweep
+from simcore.batch import (
+    TIMING_COLUMNS,
+    SweepAborted,
+    plan_sweep,
+    read_results,
+    run_sweep,
+)
 from simcore.batch.__main__ import main as batch_main
 from simcore.batch.plan import build_plan, parse_values
 from simcore.config import ConfigError
@@ -309,6 +315,26 @@ def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_
                       out=sweep, resume=True)
     pd.testing.assert_frame_equal(stable(again), stable(reference))
     assert again.attrs["summary"]["timing"]["trials_run"] == 0
+
+
+def test_a_write_failure_aborts_and_resume_redoes_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import simcore.batch.worker as worker
+
+    real = worker.write_run
+
+    def disk_full(trial, out, run_id):  # type: ignore[no-untyped-def]
+        if run_id.endswith("trial2"):
+            raise OSError(28, "No space left on device")
+        return real(trial, out, run_id)
+
+    monkeypatch.setattr(worker, "write_run", disk_full)
+    with pytest.raises(SweepAborted, match="No space left"):
+        run_sweep(FLAKY, 4, conditions=None, executor="serial", out=tmp_path / "s", plot=False)
+    partial = read_results(tmp_path / "s")
+    assert list(partial["status"]) == ["ok", "ok", "pending", "pending"]
+    monkeypatch.setattr(worker, "write_run", real)
+    done = run_sweep(FLAKY, 4, conditions=None, executor="serial", out=tmp_path / "s", resume=True, plot=False)
+    assert (done["status"] == "ok").all() and done.attrs["summary"]["timing"]["trials_run"] == 2
 
 
 def _cli(*args: str) -> list[str]:

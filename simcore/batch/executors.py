@@ -164,7 +164,11 @@ def run_serial(ctx: WorkerContext, dispatcher: Dispatcher) -> None:
     """Run the trials one after another in this process."""
     while (group := dispatcher.next_group()) is not None:
         for job in group:
-            dispatcher.done(job, execute(ctx, job))
+            try:
+                out = execute(ctx, job)
+            except Exception as exc:
+                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+            dispatcher.done(job, out)
 
 
 def run_asyncio(ctx: WorkerContext, dispatcher: Dispatcher, concurrency: int) -> None:
@@ -185,7 +189,14 @@ def run_asyncio(ctx: WorkerContext, dispatcher: Dispatcher, concurrency: int) ->
                 return
             done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=lambda t: pending[t].index):
-                dispatcher.done(pending.pop(task), task.result())
+                job = pending.pop(task)
+                try:
+                    out = task.result()
+                except Exception as exc:
+                    for other in pending:
+                        other.cancel()
+                    raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+                dispatcher.done(job, out)
 
     asyncio.run(main())
 

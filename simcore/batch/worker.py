@@ -51,7 +51,11 @@ def run_dir_of(ctx: WorkerContext, run_id: str) -> Path:
 
 
 def execute(ctx: WorkerContext, job: TrialJob) -> dict[str, Any]:
-    """Run and record one trial synchronously; never raises for a failed trial."""
+    """Run and record one trial synchronously.
+
+    A trial that fails is an outcome with status "error"; only a failure to write
+    the run directory (an infrastructure problem) raises.
+    """
     start = time.perf_counter()
     try:
         trial = run_trial(ctx.scenario, job.config, job.seed, ctx.spec)
@@ -80,8 +84,8 @@ def record(ctx: WorkerContext, job: TrialJob, trial: TrialResult, start: float) 
         # same trial first; runs are deterministic, so its record is this one.
         if (final / "results.json").is_file():
             return outcome_from_run_dir(job, final)
-        return crash_outcome(job, RuntimeError(f"cannot write {final}"), start)
-    except Exception as exc:  # noqa: BLE001
+        raise  # disk full, permissions...: stop the sweep; resume redoes the trial
+    except Exception as exc:  # noqa: BLE001 - e.g. unserialisable results: a failed trial
         return crash_outcome(job, exc, start)
     results = json.loads(canonical_json(trial.results))  # exactly what results.json holds
     return outcome(job, results, wall_s=trial.wall_s, total_s=time.perf_counter() - start)
