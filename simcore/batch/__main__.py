@@ -35,10 +35,15 @@ from simcore.scenario import Scenario, load_scenario
 PROG = "python -m simcore.batch"
 
 
-def build_parser(scenario: Scenario | None) -> OneLineParser:
-    """The batch parser; with a scenario, its config fields become flags too."""
+def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLineParser:
+    """The batch parser; with a scenario, its config fields become flags too.
+
+    Without ``add_help`` (the first pass, which only looks for the scenario) the
+    scenario argument is optional.
+    """
     parser = OneLineParser(
         prog=PROG,
+        add_help=add_help,
         description=(
             "Run a parameter sweep / Monte Carlo of a scenario: the Cartesian product of "
             "--grid values x the condition axis x --trials seeds. Writes one run directory "
@@ -47,7 +52,8 @@ def build_parser(scenario: Scenario | None) -> OneLineParser:
             "(below) or --config."
         ),
     )
-    parser.add_argument("scenario", help="scenario package under scenarios/ (e.g. context_corrosion)")
+    parser.add_argument("scenario", nargs=None if add_help else "?",
+                        help="scenario package under scenarios/ (e.g. context_corrosion)")
     g = parser.add_argument_group("sweep")
     g.add_argument("--trials", type=str, default=None, metavar="N",
                    help="trials (seeds) per grid cell and condition (required unless --resume)")
@@ -162,11 +168,10 @@ def resolve(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the batch command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    first = argparse.ArgumentParser(add_help=False)
-    first.add_argument("scenario", nargs="?")
-    known, _ = first.parse_known_args(argv)
+    # First pass: find the scenario (its config fields are the rest of the flags).
+    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
     scenario = None
-    if known.scenario and not known.scenario.startswith("-"):
+    if known.scenario:
         try:
             scenario = load_scenario(known.scenario)
         except ValueError as exc:

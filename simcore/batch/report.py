@@ -1,7 +1,7 @@
 """The results of a sweep: the per-trial table, the summary and the plot.
 
 - ``results.csv`` / ``results.parquet``: one row per planned trial (see
-  :data:`BASE_COLUMNS`; metrics are ``metric_<name>`` columns).
+  :func:`build_table`; metrics are ``metric_<name>`` columns).
 - ``summary.json`` / ``summary.csv``: per cell and condition, n and each metric's
   mean, std and 95% CI (:func:`simcore.stats.describe`, over trials with status
   "ok"), plus comparisons between conditions: the scenario's own ``compare`` when
@@ -23,7 +23,7 @@ import pandas as pd
 
 from backends.base import canonical_json
 from simcore import stats
-from simcore.batch.plan import SweepPlan
+from simcore.batch.plan import NO_CONDITION, SweepPlan
 from simcore.records import atomic_write, read_json, write_json
 from simcore.rng import derive_seed
 
@@ -262,34 +262,28 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
     fields and the condition make separate lines. Without a grid, the x axis is the
     condition.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure (no pyplot): no global backend switch in the caller's process.
+    from matplotlib.figure import Figure
 
     groups = summary["groups"]
     metrics = list(groups[0]["metrics"]) if groups else []
     varying = [name for name, values in plan.grid if len(values) > 1]
     xname = varying[0] if varying else None
-    if xname is None:
-        xs = list(dict.fromkeys(g["condition"] for g in groups))
-        def xkey(g: Mapping[str, Any]) -> Any:
-            return g["condition"]
-        def line(g: Mapping[str, Any]) -> str:
-            return "all cells" if not varying else ""
-    else:
-        xs = list(dict(plan.grid)[xname])
-        def xkey(g: Mapping[str, Any]) -> Any:
-            return g["params"][xname]
-        def line(g: Mapping[str, Any]) -> str:
-            rest = [f"{k}={v}" for k, v in g["params"].items() if k != xname and k in varying]
-            cond = [] if g["condition"] == "none" else [g["condition"]]
-            return ", ".join(cond + rest) or "all trials"
+
+    def xkey(g: Mapping[str, Any]) -> Any:
+        return g["condition"] if xname is None else g["params"][xname]
+
+    def line(g: Mapping[str, Any]) -> str:
+        parts = [] if xname is None or g["condition"] == NO_CONDITION else [g["condition"]]
+        return ", ".join(parts + [f"{k}={v}" for k, v in g["params"].items() if k != xname and k in varying])
+
+    xs = list(dict.fromkeys(xkey(g) for g in groups)) if xname is None else list(dict(plan.grid)[xname])
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
     pos = {x: (x if numeric else i) for i, x in enumerate(xs)}
     ncols = min(3, max(1, len(metrics)))
     nrows = math.ceil(len(metrics) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     lines = list(dict.fromkeys(line(g) for g in groups))
     offsets = {name: 0.0 for name in lines}
     if xname is not None and len(lines) > 1:
@@ -323,14 +317,13 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
         ax.set_visible(False)
     fixed = ", ".join(f"{n}={v[0]}" for n, v in plan.grid if len(v) == 1)
     fig.suptitle(
-        f"{plan.scenario.name} sweep {plan.sweep_id}: {plan.trials} trials per point"
+        f"{plan.scenario.name} sweep {plan.sweep_id}: up to {plan.trials} trials per point"
         + (f" ({fixed})" if fixed else "")
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
     tmp.replace(path)
 
 

@@ -26,8 +26,6 @@ from simcore.records import read_json
 from simcore.runner import TrialResult, run_trial, run_trial_async, write_run
 from simcore.scenario import Scenario
 
-TIMING_FIELDS = ("wall_s", "total_s")
-
 
 @dataclass(frozen=True)
 class WorkerContext:
