@@ -308,6 +308,7 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
         ax.set_ylabel(f"{metric} (mean, 95% CI)")
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=20 if len(xs) > 3 else 0)
+            ax.set_xlim(-0.5, len(xs) - 0.5)
         elif len(xs) <= 12:
             ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.grid(alpha=0.3)
