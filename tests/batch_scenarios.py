@@ -2,16 +2,21 @@
 
 ``FLAKY``: two agents answer one question each; a trial fails (an exception in
 its SimPy process) when ``seed % fail_every == 0``, and ``boost`` shifts a
-metric, so the condition axis has a known effect. ``FLAKY_CMP`` adds a
-``compare`` hook that reports what it was given.
+metric, so the condition axis has a known effect; ``broken_analysis`` makes every
+trial crash in its analysis. ``FLAKY_CMP`` adds a
+``compare`` hook that reports what it was given. ``SLOW`` is one agent whose
+backend takes wall time and counts the calls in flight, to see trials overlap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from backends.base import LLMRequest, LLMResponse
+from backends.stub import StubBackend
 from simcore.agents import LLMAgent
 from simcore.config import Config, param
 from simcore.kernel import World
@@ -25,6 +30,7 @@ class FlakyConfig(Config):
     boost: float = param(0.0, lo=-10.0, hi=10.0, help="added to the score metric")
     fail_every: int = param(0, lo=0, hi=1000, help="fail trials whose seed is divisible by this (0: never)")
     words: int = param(20, lo=1, hi=200, help="max tokens of each reply")
+    broken_analysis: bool = param(False, help="make the analysis raise (a crash outside the runner's handling)")
 
 
 def build(world: World, cfg: FlakyConfig) -> None:
@@ -40,6 +46,8 @@ def build(world: World, cfg: FlakyConfig) -> None:
 
 
 def analyze(world: World, cfg: FlakyConfig) -> dict[str, Any]:
+    if cfg.broken_analysis:
+        raise ZeroDivisionError("analysis bug")
     lengths = world.state.get("lengths", [0, 0])
     noise = world.streams.numpy("score").normal()
     return {
@@ -71,3 +79,36 @@ FLAKY = Scenario(
     counterfactual=("boost", 1.0, 0.0),
 )
 FLAKY_CMP = dataclasses.replace(FLAKY, compare=compare)
+
+
+class SlowStub:
+    """A stub that takes 50 ms of wall time per call and counts calls in flight."""
+
+    name = "slow-stub"
+    in_flight = 0
+    peak = 0
+
+    def __init__(self) -> None:
+        self.stub = StubBackend()
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        SlowStub.in_flight += 1
+        SlowStub.peak = max(SlowStub.peak, SlowStub.in_flight)
+        try:
+            await asyncio.sleep(0.05)
+            return self.stub.respond(request)
+        finally:
+            SlowStub.in_flight -= 1
+
+
+def build_slow(world: World, cfg: FlakyConfig) -> None:
+    agent = LLMAgent(world, "A", max_output_tokens=cfg.words, backend=SlowStub())
+
+    def experiment(world: World) -> Any:
+        reply = yield agent.ask("Say something.", phase="talk")
+        world.state["lengths"] = [len(reply.text), 0]
+
+    world.process(experiment(world))
+
+
+SLOW = dataclasses.replace(FLAKY, name="slow", build=build_slow, counterfactual=None)

@@ -28,7 +28,7 @@ from simcore.batch.__main__ import main as batch_main
 from simcore.batch.plan import build_plan, parse_values
 from simcore.config import ConfigError
 from simcore.scenario import load_scenario
-from tests.batch_scenarios import FLAKY, FLAKY_CMP
+from tests.batch_scenarios import FLAKY, FLAKY_CMP, SLOW, SlowStub
 
 ROOT = Path(__file__).resolve().parent.parent
 CC = load_scenario("context_corrosion")
@@ -189,6 +189,14 @@ def test_serial_equals_asyncio(tmp_path_factory: pytest.TempPathFactory, words: 
     assert (serial["status"] == "error").any() == bool(fail_every and any(s % fail_every == 0 for s in serial["seed"]))
 
 
+@pytest.mark.parametrize(("executor", "concurrency", "peak"), [("serial", 6, 1), ("asyncio", 6, 6), ("asyncio", 3, 3)])
+def test_asyncio_overlaps_trials_up_to_the_concurrency(tmp_path: Path, executor: str, concurrency: int, peak: int) -> None:
+    SlowStub.peak = 0
+    df = run_sweep(SLOW, 12, executor=executor, concurrency=concurrency, out=tmp_path / "s", plot=False)
+    assert (df["status"] == "ok").all()
+    assert SlowStub.peak == peak
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """An uninterrupted serial context-corrosion sweep."""
@@ -271,6 +279,17 @@ def test_fail_fast_skips_the_rest(tmp_path: Path) -> None:
     assert list(df["status"].iloc[:1]) == ["error"]
     assert (df["status"].iloc[1:] == "skipped").all()
     assert (df["error"].iloc[1:] == "fail-fast").all()
+
+
+def test_a_crashing_trial_is_a_durable_error_row(tmp_path: Path) -> None:
+    kw = dict(base={"broken_analysis": True}, conditions=None, executor="serial", out=tmp_path / "s", plot=False)
+    df = run_sweep(FLAKY, 3, **kw)
+    assert (df["status"] == "error").all()
+    assert (df["error"] == "crash: ZeroDivisionError: analysis bug").all()
+    assert df["run_dir"].isna().all() and not (tmp_path / "s" / "flaky").exists()
+    again = run_sweep(FLAKY, 3, resume=True, **kw)  # recorded in the ledger: not redone
+    assert again.attrs["summary"]["timing"]["trials_run"] == 0
+    pd.testing.assert_frame_equal(stable(again), stable(df))
 
 
 # -- resume -------------------------------------------------------------------------

@@ -122,25 +122,9 @@ def crash_outcome(job: TrialJob, exc: BaseException, start: float) -> dict[str, 
 
     Such a trial has no run directory; its ledger line is its only record.
     """
-    return {
-        "index": job.index,
-        "run_id": job.run_id,
-        "seed": job.seed,
-        "status": "error",
-        "error": f"crash: {type(exc).__name__}: {exc}"[:300],
-        "metrics": {},
-        "calls": 0,
-        "llm_errors": 0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "tokens": 0,
-        "cost_usd": 0.0,
-        "unpriced_models": "",
-        "trace_sha256": None,
-        "run_dir": None,
-        "wall_s": None,
-        "total_s": time.perf_counter() - start,
-    }
+    error = {"type": f"crash: {type(exc).__name__}", "message": str(exc)}
+    row = outcome(job, {"status": "error", "error": error}, wall_s=None, total_s=time.perf_counter() - start)
+    return {**row, "run_dir": None}
 
 
 def outcome_from_run_dir(job: TrialJob, run_dir: Path) -> dict[str, Any]:
