@@ -286,7 +286,7 @@ def run_sweep(
         summary = summarize(plan, df, store.path)
         summary["timing"] = {
             "executor": executor,
-            "workers": workers if executor in ("local", "dask") else 1,
+            "workers": {"local": workers, "dask": None if address else workers}.get(executor, 1),
             "elapsed_s": elapsed,
             "trials_run": sum(1 for j in todo if j.index in finished),
             "stopped": None if stopped is None else f"{type(stopped).__name__}: {stopped}",
