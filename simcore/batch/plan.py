@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterator, Mapping, Sequence
 
 from backends.base import canonical_json
@@ -82,7 +83,7 @@ class SweepPlan:
     spec: BackendSpec
     jobs: tuple[TrialJob, ...]
 
-    @property
+    @cached_property
     def cells(self) -> list[dict[str, Any]]:
         """The parameters of each grid cell, in cell order."""
         names = [name for name, _ in self.grid]
@@ -109,7 +110,7 @@ class SweepPlan:
             "backend": self.spec.to_dict(),
         }
 
-    @property
+    @cached_property
     def sweep_id(self) -> str:
         """A short hash of :meth:`definition`: the same sweep always has the same id."""
         return hashlib.sha256(canonical_json(self.definition()).encode()).hexdigest()[:12]
