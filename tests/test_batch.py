@@ -16,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from backends.fake_server import FakeConfig, FakeServer
 from backends.pricing import load_prices
+from backends.registry import BackendSpec
 from simcore.batch import (
     TIMING_COLUMNS,
     SweepAborted,
@@ -398,19 +400,28 @@ def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
 
 # -- budget -------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def fake_server():
+    """The fake OpenAI-compatible server on 127.0.0.1 (stub calls cost nothing, its don't)."""
+    srv = FakeServer(FakeConfig())
+    with srv.in_thread():
+        yield srv
+
+
 @pytest.fixture()
-def priced_stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Make the stub model cost $1 per million input and $2 per million output tokens."""
+def priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Price the fake server's model at $1 per million input and $2 per million output tokens."""
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"stub": {"input": 1.0, "output": 2.0}}))
+    prices.write_text(json.dumps({"fake-1": {"input": 1.0, "output": 2.0}}))
     monkeypatch.setenv("SIMCORE_PRICES", str(prices))
     load_prices.cache_clear()
     yield prices
     load_prices.cache_clear()
 
 
-def test_budget_caps_the_sweep_and_resume_finishes_it(priced_stub: Path, tmp_path: Path) -> None:
-    kw = dict(grid={"rounds": [1, 2]}, base={"n_peers": 2}, executor="serial", plot=False)
+def test_budget_caps_the_sweep_and_resume_finishes_it(fake_server, priced: Path, tmp_path: Path) -> None:
+    spec = BackendSpec("openai-compatible", "fake-1", base_url=fake_server.openai_url)
+    kw = dict(grid={"rounds": [1, 2]}, base={"n_peers": 2}, executor="serial", plot=False, spec=spec)
     full = run_sweep("context_corrosion", 5, out=tmp_path / "full", **kw)
     per_trial = full["cost_usd"]
     assert (per_trial > 0).all()
@@ -435,11 +446,12 @@ def test_budget_caps_the_sweep_and_resume_finishes_it(priced_stub: Path, tmp_pat
     pd.testing.assert_frame_equal(stable(more), stable(full))
 
 
-def test_cli_budget_prints_the_estimate(priced_stub: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIMCORE_PRICES": str(priced_stub)}
+def test_cli_budget_prints_the_estimate(fake_server, priced: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIMCORE_PRICES": str(priced)}
     out = tmp_path / "cli"
     res = subprocess.run(
         _cli("--trials", "4", "--rounds", "1", "--n-peers", "2", "--budget-usd", "0.01", "--executor", "serial",
+             "--backend", "openai-compatible", "--base-url", fake_server.openai_url, "--model", "fake-1",
              "--out", str(out), "--no-progress", "--no-plot"),
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from simcore.batch.report import build_table, summarize, write_outputs
 from simcore.batch.store import SweepStore
 from simcore.batch.worker import WorkerContext
 from simcore.config import Config, ConfigError
-from simcore.runner import run_trial
+from simcore.estimate import estimate
 from simcore.scenario import Scenario, load_scenario
 
 DEFAULT = "default"
@@ -113,8 +112,11 @@ def plan_sweep(
 
 
 def estimate_cost(plan: SweepPlan) -> CostEstimate:
-    """Run one stub pilot per cell and condition and price it (nothing is written)."""
-    stub = dataclasses.replace(plan.spec, name="stub")
+    """Dry-run one pilot per cell and condition on the stub, priced for the sweep's backend.
+
+    Uses :func:`simcore.estimate.estimate`, the same dry run as ``--estimate``;
+    nothing is sent or written.
+    """
     per_trial: dict[tuple[int, int], float] = {}
     tokens: dict[tuple[int, int], int] = {}
     unpriced: set[str] = set()
@@ -123,11 +125,11 @@ def estimate_cost(plan: SweepPlan) -> CostEstimate:
         key = (job.cell, job.condition)
         if key in per_trial:
             continue
-        res = run_trial(plan.scenario, job.config, job.seed, stub).results
-        per_trial[key] = float(res["cost_usd"])
-        tokens[key] = sum(u["prompt_tokens"] + u["completion_tokens"] for u in res["usage"].values())
-        unpriced.update(res["unpriced_models"])
-        models.update(res["usage"])
+        est = estimate(plan.scenario, [(job.config, job.seed)], plan.spec)
+        per_trial[key] = float(est.total("cost_usd"))
+        tokens[key] = int(est.total("prompt_tokens") + est.total("completion_tokens"))
+        unpriced.update(est.unpriced_models)
+        models.update(est.by_model)
     return CostEstimate(per_trial, tokens, tuple(sorted(models)), tuple(sorted(unpriced)))
 
 
