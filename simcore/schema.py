@@ -162,10 +162,15 @@ def parse_reply(text: str, schema: type | None) -> Parsed:
     for name, tp, meta, default, factory in _plan(schema):
         if name in obj:
             value = obj[name]
-            # Fast path: the value already has the declared plain type.
+            # Fast paths: the value already has the declared plain type.
             if type(value) is tp and (tp is str or tp is bool):
                 kwargs[name] = value
                 continue
+            if tp is float and type(value) in (float, int):
+                bounds = meta.get("range")
+                if bounds is None or bounds[0] <= value <= bounds[1]:
+                    kwargs[name] = float(value)
+                    continue
             ok, value = _coerce(value, tp, meta, issues, name)
             if ok:
                 kwargs[name] = value
