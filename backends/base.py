@@ -24,7 +24,7 @@ class Message:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LLMRequest:
     """Everything a backend needs to produce one completion.
 
@@ -49,22 +49,50 @@ class LLMRequest:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def canonical(self) -> str:
-        """Return the request as canonical JSON (sorted keys, no whitespace)."""
-        return canonical_json(
-            {
-                "model": self.model,
-                "messages": [[m.role, m.content] for m in self.messages],
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-                "seed": self.seed,
-                "schema": self.schema,
-                "metadata": self.metadata,
-            }
-        )
+        """Return the request as canonical JSON (sorted keys, no whitespace); memoised."""
+        cached = self.__dict__.get("_canonical")
+        if cached is not None:
+            return cached
+        text = canonical_json({**self._head(), "messages": [[m.role, m.content] for m in self.messages]})
+        # A frozen dataclass may still cache in its own __dict__ (no field changes).
+        object.__setattr__(self, "_canonical", text)
+        return text
 
     def digest(self) -> str:
-        """Return the sha256 hex digest of :meth:`canonical`."""
-        return hashlib.sha256(self.canonical().encode()).hexdigest()
+        """Return the request's sha256 hex digest; memoised.
+
+        It covers everything :meth:`canonical` does, but hashes the scalar fields
+        and message contents as length-prefixed text instead of JSON-escaping them,
+        which is several times faster on long transcripts.
+        """
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            schema = self.schema
+            if schema is not None:
+                # Schemas from simcore.schema.json_schema carry their canonical JSON.
+                schema = getattr(schema, "canonical", None) or canonical_json(schema)
+            head = (
+                f"{self.model!r}|{self.max_tokens}|{self.temperature!r}|{self.seed}|"
+                f"{canonical_json(self.metadata)}|{schema}"
+            )
+            h = hashlib.sha256(head.encode())
+            for m in self.messages:
+                body = m.content.encode()
+                h.update(f"\n{m.role}:{len(body)}:".encode())
+                h.update(body)
+            cached = h.hexdigest()
+            object.__setattr__(self, "_digest", cached)
+        return cached
+
+    def _head(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "schema": self.schema,
+            "metadata": self.metadata,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +169,7 @@ async def complete_all(
 
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
-    )
+    return _CANONICAL.encode(value)
 
 
 def _json_default(value: Any) -> Any:
@@ -161,10 +187,20 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+)
+
+
 def estimate_tokens(text: str) -> int:
     """Estimate tokens as one per four characters (the usual English rule of thumb)."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
 class BackendError(Exception):
-    """A call that failed for good (after any retries)."""
+    """A call that failed for good (after any retries).
+
+    ``retryable`` says whether the middleware may try again (see ``backends.errors``).
+    """
+
+    retryable: bool = False

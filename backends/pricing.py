@@ -2,18 +2,24 @@
 
 Prices are USD per million tokens, input and output, per model, kept as data in
 ``backends/prices.json``. Users override or extend them with their own JSON file,
-named by the ``SIMCORE_PRICES`` environment variable or passed in. A model with no
-price costs nothing but is listed in ``unpriced``, so a missing price never hides
-behind a zero silently.
+named by the ``SIMCORE_PRICES`` environment variable or passed in (``--prices``).
+A model with no price costs nothing but is listed in ``unpriced``, so a missing
+price never hides behind a zero silently.
+
+A model string is looked up as written, then without its preset prefix
+(``openrouter:``), then without its vendor (``google/``); keys may also be glob
+patterns (``"llamacpp:*"``), the longest matching pattern winning. A
+:class:`PriceTable` can also declare models free (local servers, the stub).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.json")
 
@@ -43,11 +49,69 @@ def _read(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+_FREE = {"input": 0.0, "output": 0.0}
+
+
+def price_of(model: str, table: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
+    """The price entry of ``model`` (see the module docstring for the lookup order)."""
+    if isinstance(table, PriceTable):
+        return table.lookup(model)
+    candidates = [model]
+    rest = model.partition(":")[2] if ":" in model.split("/", 1)[0] else ""
+    if rest:
+        candidates.append(rest)
+    tail = (rest or model).rsplit("/", 1)[-1]
+    if tail not in candidates:
+        candidates.append(tail)
+    for name in candidates:
+        entry = table.get(name)
+        if entry is not None:
+            return entry
+    patterns = [k for k in table if any(c in k for c in "*?[") and fnmatch.fnmatchcase(model, k)]
+    if patterns:
+        return table[max(patterns, key=lambda k: (len(k), k))]
+    return None
+
+
+class PriceTable(Mapping[str, Mapping[str, float]]):
+    """A price table (a read-only mapping) plus a rule for models that cost nothing.
+
+    Args:
+        entries: Model (or pattern) -> {"input", "output"} USD per million tokens.
+        free: Returns True for models that are free whatever the table says.
+    """
+
+    def __init__(self, entries: Mapping[str, Mapping[str, float]],
+                 free: Callable[[str], bool] | None = None) -> None:
+        self._entries = dict(entries)
+        self._free = free
+
+    @classmethod
+    def load(cls, path: str | None = None, free: Callable[[str], bool] | None = None) -> "PriceTable":
+        """The built-in table updated by ``path`` (or ``$SIMCORE_PRICES``)."""
+        return cls(load_prices(path), free)
+
+    def lookup(self, model: str) -> Mapping[str, float] | None:
+        """The price entry of ``model``, or None."""
+        if self._free is not None and self._free(model):
+            return _FREE
+        return price_of(model, self._entries)
+
+    def __getitem__(self, key: str) -> Mapping[str, float]:
+        return self._entries[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 def cost_usd(model: str, prompt_tokens: int, completion_tokens: int,
              prices: Mapping[str, Mapping[str, float]] | None = None) -> float | None:
     """Cost of one model's usage, or None when the model has no price."""
     table = load_prices() if prices is None else prices
-    entry = table.get(model)
+    entry = price_of(model, table)
     if entry is None:
         return None
     return (prompt_tokens * entry["input"] + completion_tokens * entry["output"]) / 1e6

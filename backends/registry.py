@@ -1,19 +1,32 @@
 """Backend specs and the factory that turns a spec into a backend.
 
 A :class:`BackendSpec` is what a run records in its manifest: it names the backend
-and its options but never holds a secret (keys come from environment variables
-when the backend is built).
+(a preset, see :mod:`backends.providers`) and its options but never holds a secret
+(keys come from environment variables when a request is sent).
+
+- ``stub`` with no cassette, budget or fail-fast: the bare :class:`StubBackend`.
+- Anything else: a :class:`~backends.session.RunBackend` (router + middleware +
+  ledger + optional cassette), which the runner splits into per-trial views.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from backends.base import Backend
+from backends.cassette import MODES, Cassette
+from backends.errors import BackendConfigError
+from backends.middleware import Halt, Ledger, Router
+from backends.pricing import PriceTable
+from backends.providers import JSON_MODES, PRESETS, get_preset, split_model
+from backends.session import RunBackend, TrialBackend
 from backends.stub import Behaviour, StubBackend
 
-BACKENDS = ("stub",)
+BACKENDS = tuple(PRESETS)
+CASSETTE_FILE = "cassette.sqlite"
 
 
 @dataclass(frozen=True)
@@ -24,7 +37,7 @@ class BackendSpec:
         name: Backend name (see ``BACKENDS``).
         model: Default model for agents that name none.
         base_url: Endpoint for HTTP backends.
-        options: Backend-specific options (no secrets).
+        options: Backend-specific options (no secrets; see ``OPTIONS``).
     """
 
     name: str = "stub"
@@ -42,30 +55,204 @@ class BackendSpec:
         return cls(**{k: data[k] for k in ("name", "model", "base_url", "options") if k in data})
 
 
+def _number(lo: float, integer: bool = False, hi: float | None = None, low_open: bool = False):
+    def check(name: str, value: Any) -> Any:
+        kind = "an integer" if integer else "a number"
+        try:
+            v = int(value) if integer else float(value)
+            if integer and float(value) != v:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise BackendConfigError(f"{name}: must be {kind}, got {value!r}") from None
+        bad = v <= lo if low_open else v < lo
+        if bad or (hi is not None and v > hi):
+            rng = f"> {lo:g}" if low_open else (f"from {lo:g} to {hi:g}" if hi is not None else f">= {lo:g}")
+            raise BackendConfigError(f"{name}: must be {kind} {rng}, got {value!r}")
+        return v
+    return check
+
+
+def _choice(choices: tuple[str, ...]):
+    def check(name: str, value: Any) -> Any:
+        if value not in choices:
+            raise BackendConfigError(f"{name}: must be one of {', '.join(choices)}; got {value!r}")
+        return value
+    return check
+
+
+def _text(name: str, value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        raise BackendConfigError(f"{name}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _flag(name: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise BackendConfigError(f"{name}: must be true or false, got {value!r}")
+    return value
+
+
+# Option name -> validator. None values mean "not set" and are dropped.
+OPTIONS = {
+    "api_key_env": _text,
+    "json_mode": _choice(JSON_MODES),
+    "max_concurrency": _number(1, integer=True),
+    "rpm": _number(0, low_open=True),
+    "tpm": _number(0, low_open=True),
+    "timeout_s": _number(0, low_open=True),
+    "max_retries": _number(0, integer=True),
+    "backoff_base_s": _number(0),
+    "backoff_max_s": _number(0),
+    "retry_after_cap_s": _number(0),
+    "jitter_seed": _number(0, integer=True),
+    "budget_usd": _number(0),
+    "prices": _text,
+    "cassette": _text,
+    "cassette_mode": _choice(MODES),
+    "fail_fast": _flag,
+    "malformed_rate": _number(0, hi=1),
+}
+
+
+def check_spec(spec: BackendSpec) -> BackendSpec:
+    """Validate a spec; return it with its options normalised.
+
+    Raises:
+        BackendConfigError: one line naming the field and what is allowed.
+    """
+    get_preset(spec.name)
+    options: dict[str, Any] = {}
+    for key, value in spec.options.items():
+        if key not in OPTIONS:
+            raise BackendConfigError(f"backend option: unknown option {key!r}; known: {', '.join(OPTIONS)}")
+        if value is not None:
+            options[key] = OPTIONS[key](key, value)
+    base_url = spec.base_url
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise BackendConfigError(f"base_url: must start with http:// or https://, got {base_url!r}")
+    if spec.name == "openai-compatible" and not base_url:
+        raise BackendConfigError("base_url: backend 'openai-compatible' needs --base-url")
+    if "prices" in options and not Path(options["prices"]).is_file():
+        raise BackendConfigError(f"prices: file {options['prices']!r} not found")
+    if options.get("cassette_mode") == "replay" and not Path(options.get("cassette", "")).is_file():
+        raise BackendConfigError("cassette: --cassette-mode replay needs an existing --cassette file")
+    return BackendSpec(spec.name, spec.model, base_url, options)
+
+
+def missing_key(spec: BackendSpec) -> str | None:
+    """The environment variable the default preset needs but lacks, or None."""
+    if spec.options.get("cassette_mode") == "replay":
+        return None
+    preset = get_preset(spec.name)
+    env = spec.options.get("api_key_env") or preset.api_key_env
+    if env and not os.environ.get(env):
+        return env
+    return None
+
+
+def price_table(spec: BackendSpec) -> PriceTable:
+    """The run's prices: the built-in table, ``--prices``, and free local models.
+
+    Calls answered by the stub or by a local server (llama.cpp, Ollama, vLLM)
+    cost nothing, whatever the model is called.
+    """
+
+    def free(model: str) -> bool:
+        if spec.name == "stub":
+            return True
+        preset, _ = split_model(model, spec.name)
+        return PRESETS[preset].local if preset in PRESETS else False
+
+    return PriceTable.load(spec.options.get("prices"), free)
+
+
 def make_backend(spec: BackendSpec, behaviour: Behaviour | None = None) -> Backend:
     """Build the backend ``spec`` names.
 
     Args:
         spec: The backend spec.
-        behaviour: The scenario's stub behaviour model (stub only).
+        behaviour: The scenario's stub behaviour model (for the stub and ``stub:`` models).
 
     Raises:
-        ValueError: for an unknown backend name.
+        BackendConfigError: for bad options, or a missing API key.
     """
-    if spec.name == "stub":
-        return StubBackend(behaviour, malformed_rate=float(spec.options.get("malformed_rate", 0.0)))
-    raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}; got {spec.name!r}")
+    spec = check_spec(spec)
+    opts = spec.options
+    stub = StubBackend(behaviour, malformed_rate=float(opts.get("malformed_rate", 0.0)))
+    if spec.name == "stub" and not {"cassette", "budget_usd", "fail_fast"} & set(opts):
+        return stub
+    env = missing_key(spec)
+    if env:
+        raise BackendConfigError(f"backend: {spec.name} needs the {env} environment variable (your API key)")
+    ledger = Ledger(price_table(spec), opts.get("budget_usd"))
+    halt = Halt()
+    inner: Backend = stub if spec.name == "stub" else Router(spec.name, opts, spec.base_url, ledger, halt, stub)
+    mode = opts.get("cassette_mode", "auto")
+    cassette = Cassette(opts["cassette"], readonly=mode == "replay") if "cassette" in opts else None
+    return RunBackend(spec.name, inner, ledger, cassette=cassette, mode=mode,
+                      fail_fast=bool(opts.get("fail_fast", False)), halt=halt)
 
 
 def replay_backend(spec: BackendSpec, run_dir: Any, behaviour: Behaviour | None = None) -> Backend:
     """The backend that reproduces a recorded run offline.
 
-    The stub is rebuilt as it was; real backends are answered from the run's
-    cassette.
+    A run with a cassette is answered from it, strictly, with no network client
+    and no key; a stub run without one is regenerated by the stub.
 
     Raises:
         ValueError: when the run cannot be replayed offline.
     """
+    path = Path(run_dir) / CASSETTE_FILE
+    if path.is_file():
+        return TrialBackend(None, None, source=Cassette(path, readonly=True))
     if spec.name == "stub":
-        return make_backend(spec, behaviour)
+        return StubBackend(behaviour, malformed_rate=float(spec.options.get("malformed_rate", 0.0)))
     raise ValueError(f"backend: replaying a {spec.name!r} run needs its cassette, which this run lacks")
+
+
+def add_backend_args(parser: Any) -> None:
+    """The backend flags beyond ``--backend/--model/--base-url`` (an argparse group)."""
+    g = parser.add_argument_group(
+        "LLM backend (real providers; keys only from environment variables)"
+    )
+    g.add_argument("--api-key-env", metavar="VAR", default=None,
+                   help="environment variable holding the API key (default: the preset's, e.g. OPENAI_API_KEY)")
+    g.add_argument("--json-mode", default=None, choices=JSON_MODES,
+                   help="how OpenAI-compatible servers are asked for JSON (default: auto, per preset)")
+    g.add_argument("--max-concurrency", metavar="N", default=None,
+                   help="requests in flight per provider (default: 16; llamacpp 1, ollama 4, vllm 64)")
+    g.add_argument("--rpm", metavar="N", default=None, help="requests per minute per provider (default: unlimited)")
+    g.add_argument("--tpm", metavar="N", default=None,
+                   help="tokens per minute per provider, prompt estimate + max_tokens (default: unlimited)")
+    g.add_argument("--timeout", metavar="S", dest="timeout_s", default=None,
+                   help="seconds per request attempt (default: 120)")
+    g.add_argument("--max-retries", metavar="N", default=None,
+                   help="retries on connection errors, timeouts, 408/409/429/5xx (default: 6)")
+    g.add_argument("--budget-usd", metavar="X", default=None,
+                   help="refuse any call that could take spending past X dollars")
+    g.add_argument("--prices", metavar="FILE", default=None,
+                   help="JSON price table that overrides/extends backends/prices.json")
+    g.add_argument("--cassette", metavar="PATH", default=None,
+                   help="SQLite cassette to answer from and record into (see --cassette-mode)")
+    g.add_argument("--cassette-mode", default=None, choices=MODES,
+                   help="auto: replay hits, record misses (default); record: always call; replay: never call")
+    g.add_argument("--fail-fast", action="store_true", default=None,
+                   help="halt the whole run after the first call that fails for good")
+    g.add_argument("--estimate", action="store_true",
+                   help="print the expected calls, tokens and cost (a dry run on the stub) and exit")
+
+
+def spec_from_args(args: Any) -> BackendSpec:
+    """The (validated) backend spec that parsed flags describe.
+
+    Raises:
+        BackendConfigError: for bad values.
+    """
+    names = ("api_key_env", "json_mode", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries",
+             "budget_usd", "prices", "cassette", "cassette_mode", "fail_fast")
+    options = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if options.get("cassette") is not None:
+        options["cassette"] = str(Path(options["cassette"]))
+    name = args.backend
+    get_preset(name)
+    return check_spec(BackendSpec(name=name, model=args.model or name, base_url=args.base_url, options=options))

@@ -14,7 +14,6 @@ off with ``finish_reason="length"``, as a real provider would.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Callable, Mapping, Sequence
 
@@ -34,7 +33,8 @@ class StubBackend:
     """Deterministic backend; see the module docstring.
 
     Args:
-        behaviour: Scenario behaviour model; None for the generic one.
+        behaviour: Scenario behaviour model, ``behaviour(request, rng) -> str | dict``
+            (a dict is sent as JSON); None for the generic one.
         malformed_rate: Share of replies replaced by non-JSON text, to exercise
             the lenient parser (0 by default).
         model: Model name reported in responses.
@@ -50,12 +50,29 @@ class StubBackend:
         self.behaviour = behaviour or generic_behaviour
         self.malformed_rate = malformed_rate
         self.model = model
+        # One generator, re-keyed per request: setting a PCG64 state is several
+        # times cheaper than building a Generator (and its SeedSequence) each call.
+        self._bits = np.random.PCG64(0)
+        self._rng = np.random.Generator(self._bits)
+
+    def rng_for(self, request: LLMRequest) -> np.random.Generator:
+        """The generator for ``request``: PCG64 keyed by the request's sha256.
+
+        The same object is re-keyed on every call, so a behaviour model must not
+        keep it beyond the call.
+        """
+        digest = request.digest()
+        self._bits.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": int(digest[:32], 16), "inc": int(digest[32:], 16) | 1},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._rng
 
     def respond(self, request: LLMRequest) -> LLMResponse:
         """Produce the reply to ``request`` synchronously."""
-        canonical = request.canonical()
-        digest = hashlib.sha256(canonical.encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
+        rng = self.rng_for(request)
         if self.malformed_rate and rng.random() < self.malformed_rate:
             text = "I am not sure how to answer in that format, sorry."
         else:
@@ -65,7 +82,7 @@ class StubBackend:
         finish = "stop"
         if len(text) > limit:
             text, finish = text[:limit], "length"
-        prompt_tokens = sum(estimate_tokens(m.content) for m in request.messages)
+        prompt_tokens = sum([estimate_tokens(m.content) for m in request.messages])
         return LLMResponse(
             text=text,
             usage=Usage(prompt_tokens, estimate_tokens(text)),
@@ -91,8 +108,9 @@ def generic_behaviour(request: LLMRequest, rng: np.random.Generator) -> str | di
 
 def prose(rng: np.random.Generator, n_words: int) -> str:
     """``n_words`` words of filler text."""
-    idx = rng.integers(len(_WORDS), size=max(1, n_words))
-    return " ".join(_WORDS[i] for i in idx).capitalize() + "."
+    k = len(_WORDS)
+    words = [_WORDS[int(u * k)] for u in rng.random(max(1, n_words)).tolist()]
+    return " ".join(words).capitalize() + "."
 
 
 def sample_schema(schema: Mapping[str, Any], rng: np.random.Generator) -> Any:

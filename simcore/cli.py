@@ -1,7 +1,9 @@
 """The command line every scenario shares: ``python -m scenarios.<name> [flags]``.
 
 Common flags: ``--seed``, ``--backend``, ``--model``, ``--base-url``, ``--out``,
-``--config FILE`` (YAML), ``--json``. Every config field becomes a flag too
+``--config FILE`` (YAML), ``--json``, and the backend flags of
+:func:`backends.registry.add_backend_args` (limits, retries, ``--budget-usd``,
+``--cassette``, ``--fail-fast``, ``--estimate``). Every config field becomes a flag too
 (``rounds`` -> ``--rounds``; booleans get ``--x/--no-x``). Values resolve as
 defaults < config file < flags. Bad input prints one line naming the field and
 what is allowed, exits with status 2 and writes nothing.
@@ -20,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
-from backends.registry import BACKENDS, BackendSpec
+from backends.errors import BackendConfigError
+from backends.registry import BACKENDS, BackendSpec, add_backend_args, spec_from_args
 from simcore.config import (
     Config,
     ConfigError,
@@ -52,13 +55,18 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", default="stub", help=f"LLM backend: {', '.join(BACKENDS)} (default: stub)"
     )
-    parser.add_argument("--model", default=None, help="model for agents that name none")
+    parser.add_argument(
+        "--model", default=None,
+        help="model for agents that name none; 'preset:model' (e.g. openrouter:google/gemini-2.5-flash) "
+        "picks a provider per model",
+    )
     parser.add_argument("--base-url", default=None, help="endpoint of an HTTP backend")
     parser.add_argument("--out", default="runs", help="output root (default: runs)")
     parser.add_argument("--config", metavar="FILE", default=None, help="YAML file of config fields")
     parser.add_argument(
         "--json", action="store_true", help="print the results JSON to stdout and nothing else"
     )
+    add_backend_args(parser)
 
 
 def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) -> None:
@@ -71,6 +79,7 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
         desc = f.metadata.get("help", "")
         allowed = _describe(tp, f.metadata) if tp in (int, float, bool, str) else ""
         text = f"{desc} (default: {f.default!r}{'; ' + allowed if allowed else ''})".strip()
+        text = text.replace("%", "%%")  # argparse %-formats help strings
         if tp is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif tp in (int, float, str):
@@ -122,7 +131,20 @@ def backend_spec(args: argparse.Namespace) -> BackendSpec:
     """The backend spec the flags describe."""
     if args.backend not in BACKENDS:
         raise ConfigError(f"backend: must be one of {', '.join(BACKENDS)}; got {args.backend!r}")
-    return BackendSpec(name=args.backend, model=args.model or args.backend, base_url=args.base_url)
+    try:
+        return spec_from_args(args)
+    except BackendConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
+                   as_json: bool = False) -> int:
+    """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
+    from simcore.estimate import estimate
+
+    est = estimate(scenario, trials, spec)
+    print(json.dumps(est.to_dict(), indent=2, sort_keys=True) if as_json else est.table())
+    return 0
 
 
 def build_parser(scenario: Scenario) -> OneLineParser:
@@ -163,8 +185,10 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None) -> int:
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
+        if getattr(args, "estimate", False):
+            return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
         trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
-    except ConfigError as exc:
+    except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     run_dir = write_run(trial, args.out)
     results = {**trial.results, "run_dir": str(run_dir)}
@@ -194,7 +218,7 @@ def parse_trials(value: Any) -> int:
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
-    from simcore.counterfactual import arm_configs, run_arms
+    from simcore.counterfactual import arm_configs, run_arms, trial_seeds
     from simcore.runner import build_world
 
     name = scenario.counterfactual[0]  # type: ignore[index]
@@ -206,11 +230,16 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         n_trials = None if args.trials is None else parse_trials(args.trials)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
-        for cfg in arm_configs(scenario, config):  # bad input fails before anything runs
-            build_world(scenario, cfg, seed, spec)
-    except ConfigError as exc:
+        arms = arm_configs(scenario, config)
+        seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
+        if getattr(args, "estimate", False):
+            return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
+        for cfg in arms:  # a config that cannot be built fails before anything runs
+            build_world(scenario, cfg, seed, BackendSpec())
+        # (a real backend without its key fails here too, before any trial is written)
+        summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True)
+    except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
-    summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True)
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:

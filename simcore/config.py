@@ -141,12 +141,14 @@ def coerce_field(cls: type, name: str, value: Any) -> Any:
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: must be {_describe(tp, f.metadata)}, got {value!r}") from None
     origin = typing.get_origin(tp)
-    if origin is tuple and isinstance(value, (list, tuple)):
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: must be a list, got {value!r}")
         item = typing.get_args(tp)[0] if typing.get_args(tp) else Any
         if dataclasses.is_dataclass(item):
             return tuple(_build(item, f"{name}[{i}]", v) for i, v in enumerate(value))
         return tuple(value)
-    if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
+    if dataclasses.is_dataclass(tp):
         return _build(tp, name, value)
     return value
 

@@ -27,10 +27,9 @@ import io
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from backends.base import Backend
-from backends.registry import BackendSpec
+from backends.registry import BackendSpec, make_backend
 from simcore import stats
 from simcore.config import Config, ConfigError
 from simcore.records import (
@@ -104,7 +103,6 @@ async def run_arms_async(
     n_trials: int | None,
     spec: BackendSpec | None = None,
     out: str | Path = "runs",
-    backend_factory: Callable[[], Backend] | None = None,
     progress: bool = True,
     group_id: str | None = None,
 ) -> dict[str, Any]:
@@ -118,8 +116,6 @@ async def run_arms_async(
             arms on ``seed`` itself.
         spec: Backend spec (stub by default).
         out: Output root.
-        backend_factory: Makes a shared backend for all trials instead of one per
-            trial from ``spec`` (e.g. one rate-limited client).
         progress: Show a tqdm bar on stderr.
         group_id: Id of the group directory (generated if None).
 
@@ -142,7 +138,11 @@ async def run_arms_async(
 
     bar = tqdm(total=2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial",
                file=sys.stderr, disable=not progress)
-    shared = backend_factory() if backend_factory else None
+    # A real backend is shared by all trials, so its concurrency and rate limits and
+    # its budget hold for the whole group; each trial gets its own view (cassette).
+    shared = None if spec.name == "stub" else make_backend(
+        spec, scenario.behaviour(cfg_a) if scenario.behaviour else None
+    )
 
     loop = asyncio.get_running_loop()
     # One writer thread: run directories (plots above all) are written while the loop
@@ -164,6 +164,8 @@ async def run_arms_async(
     finally:
         writer.shutdown(wait=True)
         bar.close()
+        if shared is not None and hasattr(shared, "aclose"):
+            await shared.aclose()
     for item in outcomes:
         if isinstance(item, BaseException):  # a bug, not a failed trial (those are results)
             raise item

@@ -1,10 +1,18 @@
 """Sentence embeddings with all-MiniLM-L6-v2, loaded offline from its PyPI package.
 
-- :func:`encode` embeds a batch of texts in one ``SentenceTransformer.encode``
-  call; vectors are 384-dimensional, float32 and L2-normalised, so cosine
-  similarity is a dot product.
+- :func:`encode` embeds a batch of texts in one call (one model forward per
+  length bucket, see below); vectors are 384-dimensional, float32 and
+  L2-normalised, so cosine similarity is a dot product.
 - A process-wide cache keyed by the sha256 of each text returns the exact same
   vector for the same text, whatever the call order.
+- A text's vector depends on the text alone, bit for bit, not on the other texts
+  of its batch. Padding a batch to its longest text (what
+  ``SentenceTransformer.encode`` does) changes the attention kernel's blocking and
+  so the last bits of every vector; a cache filled in one order would then give
+  other metrics than one filled in another (a resumed sweep, a Monte Carlo
+  against a single run). So every text is padded to its own length bucket (a
+  multiple of 64 tokens) and texts of one bucket are run together; a fixed shape
+  per row gives the same result for any batch size (tested).
 - :class:`EmbeddingStore` keeps a run's vectors by (phase, round, agent) and saves
   them to an ``.npz`` file.
 
@@ -55,6 +63,34 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+BUCKET = 64  # tokens; the padded length of a text is its length rounded up to this
+MAX_BATCH = 64
+
+
+def _forward(texts: list[str]) -> np.ndarray:
+    """Embed ``texts`` with each one padded to its own length bucket (see the module doc)."""
+    import torch
+
+    model = get_model()
+    tok, limit = model.tokenizer, model.max_seq_length
+    lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=limit)["input_ids"]]
+    buckets: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        buckets.setdefault(min(limit, -(-n // BUCKET) * BUCKET), []).append(i)
+    out = np.empty((len(texts), DIM), dtype=np.float32)
+    with torch.inference_mode():
+        for width, idx in buckets.items():
+            for start in range(0, len(idx), MAX_BATCH):
+                chunk = idx[start : start + MAX_BATCH]
+                features = tok(
+                    [texts[i] for i in chunk], padding="max_length", truncation=True,
+                    max_length=width, return_tensors="pt",
+                )
+                vecs = model.forward(dict(features))["sentence_embedding"]  # pooled and normalised
+                out[chunk] = vecs.float().numpy()
+    return out
+
+
 def encode(texts: Sequence[str]) -> np.ndarray:
     """Embed ``texts`` (n, 384), encoding only the ones not cached, in one batch."""
     keys = [text_key(t) for t in texts]
@@ -63,11 +99,7 @@ def encode(texts: Sequence[str]) -> np.ndarray:
         if k not in _cache and k not in missing:
             missing[k] = t
     if missing:
-        vecs = get_model().encode(
-            list(missing.values()), normalize_embeddings=True, convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        for k, v in zip(missing, np.asarray(vecs, dtype=np.float32)):
+        for k, v in zip(missing, _forward(list(missing.values()))):
             v.setflags(write=False)
             _cache[k] = v
     if not keys:

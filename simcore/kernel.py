@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Mapping, Sequence
 
 import mesa
@@ -70,21 +70,57 @@ class Reply:
     @property
     def tokens(self) -> int:
         """Completion tokens, estimated from the text when usage is missing."""
-        if self.usage is not None:
-            return self.usage.completion_tokens
-        return max(1, math.ceil(len(self.text) / 4))
+        return _completion_tokens(self.usage, self.text)
 
 
-def speaking_time(agent: "LLMAgent", reply: Reply) -> float:
+def _completion_tokens(usage: Usage | None, text: str) -> int:
+    return usage.completion_tokens if usage is not None else max(1, math.ceil(len(text) / 4))
+
+
+def completion_tokens(response: LLMResponse) -> int:
+    """Completion tokens as reported, or estimated from the text when usage is missing."""
+    return _completion_tokens(response.usage, response.text)
+
+
+def speaking_time(agent: "LLMAgent", response: LLMResponse) -> float:
     """Default duration model: completion tokens / the agent's speaking rate.
 
     ``agent.speaking_rate`` is in tokens per simulated second (default 4, about
     three spoken words a second), so an 800-token turn lasts 200 simulated seconds.
     """
-    return reply.tokens / agent.speaking_rate
+    return completion_tokens(response) / agent.speaking_rate
 
 
-DurationModel = Callable[["LLMAgent", Reply], float]
+DurationModel = Callable[["LLMAgent", LLMResponse], float]
+
+
+class Intervention:
+    """Hooks through which a perturbation study alters a run; identity by default.
+
+    Subclass and override what you need. The kernel consults a world's
+    intervention (if any) when a request is made, when its response arrives,
+    when the reply's simulated duration is set, and when a speaking round is
+    ordered. Interventions are deterministic functions of their arguments, so a
+    perturbed run replays like any other.
+    """
+
+    def request(self, agent: "LLMAgent", request: LLMRequest, fields: Mapping[str, Any]) -> LLMRequest:
+        """Change a request before it is sent (e.g. its token budget)."""
+        return request
+
+    def response(
+        self, call: "LLMCall", response: LLMResponse | BaseException
+    ) -> LLMResponse | BaseException:
+        """Change a response before it is parsed; return an exception to fail the call."""
+        return response
+
+    def delay(self, call: "LLMCall", delay: float) -> float:
+        """Change a reply's simulated duration."""
+        return delay
+
+    def order(self, phase: str, round_index: int, agents: list["LLMAgent"]) -> list["LLMAgent"]:
+        """Change a speaking round's order (swap, drop a turn)."""
+        return agents
 
 
 class LLMCall(simpy.Event):
@@ -127,6 +163,7 @@ class World(mesa.Model):
         model_name: Default LLM model for agents that name none.
         topology: Who hears whom (edge u->v: v hears u); None means everyone.
         duration: Simulated duration of a delivered reply.
+        intervention: Perturbation hooks, or None for a clean run.
     """
 
     def __init__(
@@ -138,6 +175,7 @@ class World(mesa.Model):
         model_name: str = "stub",
         topology: "nx.DiGraph | None" = None,
         duration: DurationModel = speaking_time,
+        intervention: Intervention | None = None,
     ) -> None:
         self.streams = Streams(seed)
         super().__init__(rng=self.streams.numpy("mesa"))
@@ -149,6 +187,7 @@ class World(mesa.Model):
         self.trace = Trace()
         self.board = Board(topology)
         self.duration = duration
+        self.intervention = intervention
         self.usage: dict[str, dict[str, int]] = {}
         self.latency_s: dict[str, float] = {}  # wall-clock, per model; never traced
         self.by_name: dict[str, LLMAgent] = {}
@@ -219,6 +258,8 @@ class World(mesa.Model):
     ) -> LLMCall:
         """Queue ``request`` for ``agent`` and return the event of its reply."""
         fields = dict(fields or {})
+        if self.intervention is not None:
+            request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields)
         self.trace.emit(
             self.env.now,
@@ -256,9 +297,14 @@ class World(mesa.Model):
 
     async def _dispatch(self) -> None:
         batch, self._pending = self._pending, []
+        default = self.backend
+        if all(c.agent.backend is None for c in batch):  # the common case: one backend
+            for call, res in zip(batch, await complete_all(default, [c.request for c in batch])):
+                self._deliver(call, res)
+            return
         groups: dict[int, tuple[Backend, list[int]]] = {}
         for i, call in enumerate(batch):
-            backend = call.agent.backend or self.backend
+            backend = call.agent.backend or default
             groups.setdefault(id(backend), (backend, []))[1].append(i)
         results: list[LLMResponse | BaseException | None] = [None] * len(batch)
 
@@ -267,14 +313,13 @@ class World(mesa.Model):
             for i, res in zip(idx, out):
                 results[i] = res
 
-        if len(groups) == 1:
-            await run_group(*next(iter(groups.values())))
-        else:
-            await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
+        await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
         for call, res in zip(batch, results):
             self._deliver(call, res)
 
     def _deliver(self, call: LLMCall, res: LLMResponse | BaseException | None) -> None:
+        if self.intervention is not None and res is not None:
+            res = self.intervention.response(call, res)
         model = call.request.model
         ledger = self.usage.get(model)
         if ledger is None:
@@ -297,12 +342,14 @@ class World(mesa.Model):
         else:
             parsed = parse_reply(res.text, call.schema)
             value, error = parsed.value, parsed.parse_error
+        delay = max(0.0, float(self.duration(call.agent, res)))
+        if self.intervention is not None:
+            delay = max(0.0, float(self.intervention.delay(call, delay)))
         reply = Reply(
             call.agent.name, res.text, value, error, res.usage, res.finish_reason,
-            call.t_asked, 0.0, call.digest,
+            call.t_asked, self.env.now + delay, call.digest,
         )
-        delay = max(0.0, float(self.duration(call.agent, reply)))
-        call._deliver(replace(reply, t_done=self.env.now + delay), delay)
+        call._deliver(reply, delay)
 
     def _on_delivered(self, call: simpy.Event) -> None:
         assert isinstance(call, LLMCall)

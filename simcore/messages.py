@@ -7,22 +7,20 @@ hears every message, and one shared list serves them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 if TYPE_CHECKING:
     import networkx as nx
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One public statement."""
+class Message(NamedTuple):
+    """One public statement (a named tuple, for the same reason as TraceEvent)."""
 
     seq: int
     t: float
     speaker: str
     text: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, Any] = {}
 
 
 class Board:

@@ -16,6 +16,10 @@ Decision rules count abstentions (None, e.g. unparseable ballots) as votes for n
 option: ``majority`` needs more than half of all voters, ``unanimity`` all of
 them, ``threshold:Q`` a share of at least Q, and ``plurality`` picks the most
 voted option, breaking ties with a seeded draw.
+
+``open_floor`` lets everyone speak at once and posts each message when its
+generation ends (free discussion as a race); ``sealed_bid_auction`` collects bids
+until a deadline and picks a first- or second-price winner.
 """
 
 from __future__ import annotations
@@ -100,7 +104,10 @@ def speaking_round(
         The replies, in speaking order.
     """
     replies = []
-    for agent in speaking_order(world, agents, policy, round_index):
+    order = speaking_order(world, agents, policy, round_index)
+    if world.intervention is not None:
+        order = world.intervention.order(phase, round_index, order)
+    for agent in order:
         reply = yield agent.ask(
             _text(prompt, agent), schema=schema, phase=phase, round=round_index, **fields
         )
@@ -261,3 +268,152 @@ def vote(
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+def open_floor(
+    world: "World",
+    agents: Sequence["LLMAgent"],
+    prompt: Prompt,
+    *,
+    schema: type | None = None,
+    phase: str = "open_floor",
+    speech: Callable[["Reply"], str | None] = lambda r: r.text,
+    max_tokens: int | None = None,
+    **fields: Any,
+) -> "Process":
+    """Everyone speaks at once; each message is posted the moment its generation ends.
+
+    All agents are asked at the same instant, so their calls run concurrently.
+    Each reply arrives after its simulated duration (by default its tokens over
+    the speaker's rate), so shorter speakers get the floor first. ``speech(reply)``
+    is posted when the reply arrives (nothing when it is empty). Requests are
+    created in a seeded random order (the "order" stream), so agents that finish
+    at exactly the same time are not ranked by their position in ``agents``.
+
+    Returns:
+        The replies in the order they arrived, which is the order of the posts.
+    """
+    arrived: list["Reply"] = []
+
+    def turn(agent: "LLMAgent") -> "Process":
+        reply = yield agent.ask(
+            _text(prompt, agent), schema=schema, phase=phase, max_tokens=max_tokens, **fields
+        )
+        text = speech(reply)
+        if text:
+            agent.say(text, phase=phase, **fields)
+        arrived.append(reply)
+
+    yield world.all_of([world.process(turn(a)) for a in speaking_order(world, agents, "random")])
+    return arrived
+
+
+AUCTION_RULES = ("first_price", "second_price")
+
+
+@dataclass(frozen=True, slots=True)
+class Bid:
+    """A sealed bid and the simulated time it arrived."""
+
+    bidder: str
+    amount: float
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuctionResult:
+    """The outcome of a sealed-bid auction.
+
+    Attributes:
+        winner: The winning bidder, or None when no bid arrived before the deadline.
+        price: What the winner pays (0 without a winner).
+        bids: The bids that arrived before the deadline, in order of arrival.
+        tied: The bidders tied at the highest bid, sorted (the winner was drawn among them).
+        deadline: Simulated time at which the auction closed.
+        submissions: Each bidder's submission process; its value is the :class:`Bid`,
+            or None for an abstention. Wait on them to see the late bids.
+    """
+
+    winner: str | None
+    price: float
+    bids: tuple[Bid, ...]
+    tied: tuple[str, ...]
+    deadline: float
+    submissions: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_auction(
+    bids: Sequence[Bid], rule: str, rng: "np.random.Generator"
+) -> tuple[str | None, float, tuple[str, ...]]:
+    """Pick the winner and the price of a sealed-bid auction.
+
+    The highest bid wins. Bidders tied at the top are sorted by name and one is
+    drawn with ``rng``, so arrival order never decides. Under ``first_price`` the
+    winner pays its own bid; under ``second_price`` the highest other bid (its own
+    when tied, 0 when it bid alone).
+
+    Returns:
+        (winner, price, tied bidders); (None, 0.0, ()) without bids.
+    """
+    if rule not in AUCTION_RULES:
+        raise ConfigError(f"auction_rule: must be one of {', '.join(AUCTION_RULES)}; got {rule!r}")
+    if not bids:
+        return None, 0.0, ()
+    top = max(b.amount for b in bids)
+    tied = tuple(sorted(b.bidder for b in bids if b.amount == top))
+    winner = tied[int(rng.integers(len(tied)))] if len(tied) > 1 else tied[0]
+    if rule == "first_price":
+        return winner, top, tied
+    others = [b.amount for b in bids if b.bidder != winner]
+    return winner, (max(others) if others else 0.0), tied
+
+
+def sealed_bid_auction(
+    world: "World",
+    bidders: Sequence[str],
+    submit: Callable[[str], "Process"],
+    *,
+    window: float,
+    rule: str = "first_price",
+    phase: str = "auction",
+    stream: str = "auction.tiebreak",
+    **fields: Any,
+) -> "Process":
+    """Collect sealed bids until a deadline, then pick the winner.
+
+    The auction opens now and closes ``window`` simulated seconds later (a SimPy
+    timeout). ``submit(bidder)`` is a process that returns the bidder's amount, or
+    None to abstain, when the bidder is ready; a bid counts only if it arrives
+    strictly before the deadline. Each arriving bid is traced ("bid", with
+    ``on_time``), as is the close ("auction.close"). Ties are broken with the
+    world's ``stream`` (see :func:`resolve_auction`).
+
+    Returns:
+        The :class:`AuctionResult`, at the deadline.
+    """
+    if window < 0:
+        raise ValueError(f"window: must be >= 0, got {window}")
+    deadline = world.now + window
+    received: list[Bid] = []
+
+    def submission(bidder: str) -> "Process":
+        amount = yield from submit(bidder)
+        if amount is None:
+            return None
+        bid = Bid(bidder, float(amount), world.now)
+        received.append(bid)
+        world.emit("bid", bidder, {"amount": bid.amount}, phase=phase, on_time=bid.t < deadline, **fields)
+        return bid
+
+    procs = {b: world.process(submission(b)) for b in bidders}
+    yield world.timeout(window)
+    on_time = tuple(b for b in received if b.t < deadline)
+    winner, price, tied = resolve_auction(on_time, rule, world.streams.numpy(stream))
+    world.emit(
+        "auction.close",
+        winner,
+        {"price": price, "n_bids": len(on_time), "tied": list(tied)},
+        phase=phase,
+        **fields,
+    )
+    return AuctionResult(winner, price, on_time, tied, deadline, procs)

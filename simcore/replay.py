@@ -1,7 +1,8 @@
 """Re-run a recorded run and compare traces: ``python -m simcore.replay RUN_DIR``.
 
 The run is rebuilt from its manifest (scenario, config, seed, backend) and run
-again in memory; nothing is written. The new trace is compared line by line with
+again in memory; nothing is written. A run on a real backend is answered from its
+``cassette.sqlite``, offline and without a key. The new trace is compared line by line with
 the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
 first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
 """
@@ -62,7 +63,11 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
     spec = BackendSpec.from_dict(manifest["backend"])
     behaviour = scenario.behaviour(config) if scenario.behaviour else None
     backend = replay_backend(spec, run_dir, behaviour)
-    trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend)
+    try:
+        trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend)
+    finally:
+        if hasattr(backend, "aclose"):
+            await backend.aclose()
     recorded_bytes = trace_path.read_bytes()
     replayed_text = trial.trace.to_jsonl()
     recorded_sha = hashlib.sha256(recorded_bytes).hexdigest()

@@ -7,7 +7,9 @@
   versions, code revision, trace hash;
 - ``trace.jsonl``: every event, byte-identical for the same seed and responses;
 - ``results.json``: status, metrics and usage;
-- ``timings.json``: wall-clock figures, which replay ignores;
+- ``timings.json``: wall-clock figures and backend counters, which replay ignores;
+- ``cassette.sqlite``: every response and error of a run on a real backend (or
+  with ``--cassette``), so ``python -m simcore.replay`` can replay it offline;
 - whatever the scenario's ``write_artifacts`` adds (plots, seed-format files).
 
 A trial whose backend fails for good still produces a run directory: status
@@ -17,16 +19,17 @@ A trial whose backend fails for good still produces a run directory: status
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import Backend
+from backends.base import Backend, canonical_json
 from backends.pricing import usage_cost
-from backends.registry import BackendSpec, make_backend
+from backends.registry import CASSETTE_FILE, BackendSpec, make_backend, price_table
 from simcore.config import Config
-from simcore.kernel import World
+from simcore.kernel import Intervention, World
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -60,14 +63,34 @@ class TrialResult:
         return self.world.trace
 
 
+def trial_scope(scenario: Scenario, config: Config, seed: int) -> str:
+    """The trial's cassette scope: a hash of scenario, config and seed."""
+    key = canonical_json({"scenario": scenario.name, "config": config.to_dict(), "seed": seed})
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def build_world(
-    scenario: Scenario, config: Config, seed: int, spec: BackendSpec, backend: Backend | None = None
+    scenario: Scenario,
+    config: Config,
+    seed: int,
+    spec: BackendSpec,
+    backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> World:
-    """Create a world with the scenario's agents and processes, ready to run."""
+    """Create a world with the scenario's agents and processes, ready to run.
+
+    A backend shared by many trials (one with ``for_trial``) gets a per-trial view,
+    which records the trial's cassette.
+    """
     if backend is None:
         behaviour = scenario.behaviour(config) if scenario.behaviour else None
         backend = make_backend(spec, behaviour)
-    world = World(seed, backend, scenario=scenario.name, model_name=spec.model)
+    for_trial = getattr(backend, "for_trial", None)
+    if for_trial is not None:
+        backend = for_trial(trial_scope(scenario, config, seed))
+    world = World(
+        seed, backend, scenario=scenario.name, model_name=spec.model, intervention=intervention
+    )
     scenario.build(world, config)
     return world
 
@@ -78,6 +101,7 @@ async def run_trial_async(
     seed: int,
     spec: BackendSpec | None = None,
     backend: Backend | None = None,
+    intervention: Intervention | None = None,
 ) -> TrialResult:
     """Run one trial to the end and analyse it.
 
@@ -86,13 +110,23 @@ async def run_trial_async(
         config: A validated config.
         seed: The run seed.
         spec: Backend spec (recorded in the manifest); the stub by default.
-        backend: A ready backend to use instead of building one from ``spec``.
+        backend: A ready backend to use instead of building one from ``spec``
+            (shared backends are not closed here; their owner closes them).
+        intervention: Perturbation hooks (see :class:`simcore.kernel.Intervention`).
 
     Returns:
         The :class:`TrialResult`; status "error" if the run raised.
     """
     spec = spec or BackendSpec()
-    world = build_world(scenario, config, seed, spec, backend)
+    if backend is None:
+        behaviour = scenario.behaviour(config) if scenario.behaviour else None
+        owned = make_backend(spec, behaviour)
+        try:
+            return await run_trial_async(scenario, config, seed, spec, owned, intervention)
+        finally:
+            if hasattr(owned, "aclose"):
+                await owned.aclose()
+    world = build_world(scenario, config, seed, spec, backend, intervention)
     start = time.perf_counter()
     status, error = "ok", None
     try:
@@ -115,7 +149,7 @@ async def run_trial_async(
         "error": error,
         **results,
         "usage": world.usage,
-        **usage_cost(world.usage),
+        **usage_cost(world.usage, price_table(spec)),
         "n_events": len(world.trace),
         "trace_sha256": world.trace.sha256(),
     }
@@ -156,6 +190,9 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
     results = {**trial.results, "run_id": run_id}
     with staged_dir(final) as stage:
         atomic_write(stage / "trace.jsonl", trial.trace.to_jsonl())
+        save_cassette = getattr(trial.world.backend, "save_cassette", None)
+        if save_cassette is not None:
+            save_cassette(stage / CASSETTE_FILE)
         if trial.scenario.write_artifacts is not None and trial.status == "ok":
             try:
                 results.update(trial.scenario.write_artifacts(stage, trial.world, trial.config, results) or {})
@@ -163,9 +200,10 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
                 results["artifact_error"] = f"{type(exc).__name__}: {exc}"
         write_json(stage / "manifest.json", manifest(trial, run_id))
         write_json(stage / "results.json", results)
-        write_json(
-            stage / "timings.json",
-            {"wall_s": trial.wall_s, "latency_s": trial.world.latency_s, "written_utc": utc_now()},
-        )
+        timings = {"wall_s": trial.wall_s, "latency_s": trial.world.latency_s, "written_utc": utc_now()}
+        backend_stats = getattr(trial.world.backend, "stats", None)
+        if callable(backend_stats):
+            timings["backend"] = backend_stats()
+        write_json(stage / "timings.json", timings)
     trial.results = results
     return final

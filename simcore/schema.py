@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, get_args, get_origin
 
+from backends.base import canonical_json
+
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
@@ -48,7 +50,8 @@ def _hints(cls: type) -> dict[str, Any]:
 def json_schema(cls: type) -> dict[str, Any]:
     """Return the JSON schema (draft 2020-12 subset) of a dataclass reply schema.
 
-    The result is cached and shared: do not mutate it.
+    The result is cached and shared (do not mutate it), and carries its canonical
+    JSON so that hashing requests does not re-serialise it every call.
     """
     props: dict[str, Any] = {}
     required: list[str] = []
@@ -56,13 +59,21 @@ def json_schema(cls: type) -> dict[str, Any]:
     for f in dataclasses.fields(cls):
         props[f.name] = _type_schema(hints[f.name], f.metadata)
         required.append(f.name)
-    return {
-        "title": cls.__name__,
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
+    return CanonicalDict(
+        title=cls.__name__,
+        type="object",
+        properties=props,
+        required=required,
+        additionalProperties=False,
+    )
+
+
+class CanonicalDict(dict):
+    """A dict that remembers its canonical JSON (computed once, at creation)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.canonical = canonical_json(self)
 
 
 def _type_schema(tp: Any, meta: Any = None) -> dict[str, Any]:
@@ -84,7 +95,9 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
     """Return the JSON object in ``text``: the whole text, else its first ``{...}`` block."""
-    stripped = _FENCE.sub("", text.strip())
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        stripped = _FENCE.sub("", stripped)
     try:
         value = json.loads(stripped)
         if isinstance(value, dict):
@@ -146,22 +159,40 @@ def parse_reply(text: str, schema: type | None) -> Parsed:
         return Parsed(obj, False)
     issues: list[str] = []
     kwargs: dict[str, Any] = {}
-    hints = _hints(schema)
-    for f in dataclasses.fields(schema):
-        if f.name in obj:
-            ok, value = _coerce(obj[f.name], hints[f.name], f.metadata, issues, f.name)
-            if ok:
-                kwargs[f.name] = value
+    for name, tp, meta, default, factory in _plan(schema):
+        if name in obj:
+            value = obj[name]
+            # Fast paths: the value already has the declared plain type.
+            if type(value) is tp and (tp is str or tp is bool):
+                kwargs[name] = value
                 continue
-        if f.default is not dataclasses.MISSING:
-            kwargs[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            kwargs[f.name] = f.default_factory()
+            if tp is float and type(value) in (float, int):
+                bounds = meta.get("range")
+                if bounds is None or bounds[0] <= value <= bounds[1]:
+                    kwargs[name] = float(value)
+                    continue
+            ok, value = _coerce(value, tp, meta, issues, name)
+            if ok:
+                kwargs[name] = value
+                continue
+        if default is not dataclasses.MISSING:
+            kwargs[name] = default
+        elif factory is not dataclasses.MISSING:
+            kwargs[name] = factory()
         else:
-            issues.append(f"{f.name}: missing or invalid")
+            issues.append(f"{name}: missing or invalid")
             return Parsed(None, True, tuple(issues))
-        issues.append(f"{f.name}: default used")
+        issues.append(f"{name}: default used")
     return Parsed(schema(**kwargs), False, tuple(issues))
+
+
+@lru_cache(maxsize=None)
+def _plan(schema: type) -> tuple[tuple[str, Any, Any, Any, Any], ...]:
+    hints = _hints(schema)
+    return tuple(
+        (f.name, hints[f.name], f.metadata, f.default, f.default_factory)
+        for f in dataclasses.fields(schema)
+    )
 
 
 def _coerce(value: Any, tp: Any, meta: Any, issues: list[str], name: str) -> tuple[bool, Any]:

@@ -111,15 +111,18 @@ def compare(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[st
 
 
 def summarize(results: dict[str, Any]) -> str:
-    """A few lines for the terminal."""
-    m = results["metrics"]
+    """A few lines for the terminal (a failed trial may lack the analysis)."""
+    m = results.get("metrics", {})
+    arm = {True: "A (biased D)", False: "B (unbiased D)"}.get(results.get("biased_dominant"), "?")
     lines = [
-        f"context corrosion: task {results['task_id']} ({results['task_title']}), "
-        f"run {'A (biased D)' if results['biased_dominant'] else 'B (unbiased D)'}, "
-        f"status {results['status']}",
-        f"  agents {m['n_agents']}, rounds {m['rounds']}, events {results['n_events']}, "
-        f"parse errors {m['parse_errors']}, changed position {m['changed_position_count']}",
+        f"context corrosion: task {results.get('task_id', '?')} ({results.get('task_title', '?')}), "
+        f"run {arm}, status {results.get('status')}",
     ]
+    if "n_agents" in m:
+        lines.append(
+            f"  agents {m['n_agents']}, rounds {m['rounds']}, events {results.get('n_events')}, "
+            f"parse errors {m['parse_errors']}, changed position {m['changed_position_count']}"
+        )
     if "avg_peer_directional_delta" in m:
         le = results["lifecycle_entropy"]
         lines += [

@@ -35,13 +35,14 @@ generic stub reply.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from backends.base import LLMRequest
 from backends.stub import generic_behaviour
-from scenarios.context_corrosion.tasks import Task
+from scenarios.context_corrosion.tasks import TASKS, Task
 from simcore.agents import HISTORY_HEADER
 from simcore.rng import derive_seed
 
@@ -68,11 +69,11 @@ class CorrosionBehaviour:
             stance = initial
         else:
             stance = self.influenced(initial, agent, request.messages[-1].content)
-        stance = float(np.clip(stance + rng.normal(0.0, 0.05), -1.0, 1.0))
-        n = int(np.clip(request.max_tokens // 100, 2, 8))
+        stance = _clip(stance + rng.normal(0.0, 0.05), -1.0, 1.0)
+        n = int(_clip(request.max_tokens // 100, 2, 8))
         verdict = self.task.answers[level(stance)]
         points = self.arguments(stance, n, rng, self.preferences(request.seed or 0, agent))
-        confidence = round(float(np.clip(0.55 + 0.4 * abs(stance) + rng.normal(0, 0.05), 0.05, 0.99)), 3)
+        confidence = round(_clip(0.55 + 0.4 * abs(stance) + rng.normal(0, 0.05), 0.05, 0.99), 3)
         if phase == "phase1":
             return {"answer": verdict, "confidence": confidence, "key_points": points}
         if phase == "discussion":
@@ -89,43 +90,37 @@ class CorrosionBehaviour:
 
     def initial_stance(self, seed: int, agent: str, framed: bool) -> float:
         """The agent's stance before any discussion."""
-        rng = np.random.default_rng(derive_seed(seed, f"cc.stance.{self.task.id}.{agent}"))
-        if framed:
-            return float(np.clip(0.85 + rng.normal(0.0, 0.05), -1.0, 1.0))
-        return float(np.clip(rng.normal(-0.25, 0.25), -1.0, 1.0))
+        return _initial_stance(self.task.id, seed, agent, framed)
 
     def influenced(self, initial: float, agent: str, user_message: str) -> float:
         """The stance after hearing the transcript in ``user_message``."""
         heard = [(who, text) for who, text in transcript(user_message) if who != agent]
         if not heard:
             return initial
-        stances = np.array([self.decode(text) for _, text in heard])
-        lengths = np.array([len(text) for _, text in heard], dtype=float)
-        pos = np.linspace(0.0, 1.0, len(heard)) if len(heard) > 1 else np.zeros(1)
+        n = len(heard)
+        mean_len = sum(len(text) for _, text in heard) / n
         a = self.authority_weight
-        weights = (1 - a) + a * (lengths / lengths.mean()) * (2 - pos)
-        target = float(weights @ stances / weights.sum())
+        total = weighted = 0.0
         counts: dict[str, int] = {}
-        for who, _ in heard:
+        for i, (who, text) in enumerate(heard):
+            pos = i / (n - 1) if n > 1 else 0.0
+            w = (1 - a) + a * (len(text) / mean_len) * (2 - pos)
+            total += w
+            weighted += w * self.decode(text)
             counts[who] = counts.get(who, 0) + 1
         pull = 1 - (1 - self.conformity) ** max(counts.values())
-        return initial + pull * (target - initial)
+        return initial + pull * (weighted / total - initial)
 
     def decode(self, text: str) -> float:
         """Recover the stance a bank-written message expresses (0 if none is found)."""
-        votes = [LEVEL_STANCE[i] for i, a in enumerate(self.task.answers) if a in text]
-        votes += [1.0 for s in self.task.pro if s in text]
-        votes += [-1.0 for s in self.task.con if s in text]
-        return float(np.mean(votes)) if votes else 0.0
+        return _decode(self.task.id, text)
 
-    def preferences(self, seed: int, agent: str) -> tuple[list[str], list[str]]:
+    def preferences(self, seed: int, agent: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The agent's own ranking of the pro and of the con arguments (its pet points)."""
-        rng = np.random.default_rng(derive_seed(seed, f"cc.prefs.{self.task.id}.{agent}"))
-        pro, con = self.task.pro, self.task.con
-        return [pro[i] for i in rng.permutation(len(pro))], [con[i] for i in rng.permutation(len(con))]
+        return _preferences(self.task.id, seed, agent)
 
     def arguments(
-        self, stance: float, n: int, rng: np.random.Generator, prefs: tuple[list[str], list[str]]
+        self, stance: float, n: int, rng: np.random.Generator, prefs: tuple[tuple[str, ...], tuple[str, ...]]
     ) -> list[str]:
         """``n`` distinct arguments: the agent's top ``k`` pro points and top ``n - k`` con.
 
@@ -133,14 +128,43 @@ class CorrosionBehaviour:
         """
         pro, con = prefs
         x = n * (1 + stance) / 2
-        k = int(np.floor(x)) + int(rng.random() < x - np.floor(x))
+        k = int(x) + (rng.random() < x - int(x))
         k = max(min(k, len(pro), n), n - len(con))
-        return pro[:k] + con[: n - k]
+        return [*pro[:k], *con[: n - k]]
 
 
 def level(stance: float) -> int:
     """Map a stance in [-1, 1] to a verdict index 0..4."""
-    return int(np.clip(round((stance + 1) * 2), 0, 4))
+    return int(_clip(round((stance + 1) * 2), 0, 4))
+
+
+def _clip(x: float, lo: float, hi: float) -> float:
+    return lo if x < lo else hi if x > hi else float(x)
+
+
+@lru_cache(maxsize=4096)
+def _initial_stance(task_id: int, seed: int, agent: str, framed: bool) -> float:
+    rng = np.random.default_rng(derive_seed(seed, f"cc.stance.{task_id}.{agent}"))
+    if framed:
+        return _clip(0.85 + rng.normal(0.0, 0.05), -1.0, 1.0)
+    return _clip(rng.normal(-0.25, 0.25), -1.0, 1.0)
+
+
+@lru_cache(maxsize=4096)
+def _preferences(task_id: int, seed: int, agent: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    rng = np.random.default_rng(derive_seed(seed, f"cc.prefs.{task_id}.{agent}"))
+    t = TASKS[task_id]
+    return (tuple(t.pro[i] for i in rng.permutation(len(t.pro))),
+            tuple(t.con[i] for i in rng.permutation(len(t.con))))
+
+
+@lru_cache(maxsize=65536)
+def _decode(task_id: int, text: str) -> float:
+    t = TASKS[task_id]
+    votes = [LEVEL_STANCE[i] for i, a in enumerate(t.answers) if a in text]
+    votes += [1.0 for s in t.pro if s in text]
+    votes += [-1.0 for s in t.con if s in text]
+    return sum(votes) / len(votes) if votes else 0.0
 
 
 def transcript(user_message: str) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ for the embedding metrics; the parsed replies go to ``world.state["log"]``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.context_corrosion.config import CorrosionConfig
@@ -133,7 +133,7 @@ def _record(world: World, phase: str, r: int, replies: list[Reply]) -> None:
                 "round": r,
                 "agent": reply.agent,
                 "t": reply.t_done,
-                "parsed": None if reply.value is None else asdict(reply.value),
+                "parsed": None if reply.value is None else dict(vars(reply.value)),
                 "raw": reply.text,
                 "parse_error": reply.parse_error,
             }

@@ -1,0 +1,211 @@
+"""The backend a run uses: routing, middleware, cassette, ledger and fail-fast together.
+
+:class:`RunBackend` is shared by every trial of a run or sweep (so the concurrency
+limit, rate limits and budget are global); :meth:`RunBackend.for_trial` gives each
+trial a :class:`TrialBackend` view that numbers identical requests, answers from a
+cassette where it can, records every response and error for the trial's run
+directory, and trips the fail-fast switch.
+
+A :class:`TrialBackend` without a run behind it replays a cassette strictly, with
+no network client and no key: that is how ``python -m simcore.replay`` replays a
+real run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Sequence
+
+from backends.base import Backend, LLMRequest, LLMResponse
+from backends.cassette import (
+    Cassette,
+    Entry,
+    error_entry,
+    response_entry,
+    write_cassette,
+)
+from backends.errors import CassetteMiss, RunHalted, error_from_record
+from backends.middleware import Halt, Ledger, Router
+
+
+class RunBackend:
+    """Shared state of a run's backend.
+
+    Args:
+        name: The backend (preset) name.
+        inner: What answers live calls: a :class:`Router`, or the stub.
+        ledger: The cost ledger and budget.
+        cassette: A user cassette (``--cassette``), or None.
+        mode: Cassette mode: "auto", "record" or "replay".
+        fail_fast: Halt every trial after the first call that fails for good.
+        halt: The fail-fast switch (shared with the router's providers).
+    """
+
+    def __init__(self, name: str, inner: Backend, ledger: Ledger, *, cassette: Cassette | None = None,
+                 mode: str = "auto", fail_fast: bool = False, halt: Halt | None = None) -> None:
+        self.name = name
+        self.inner = inner
+        self.ledger = ledger
+        self.cassette = cassette
+        self.mode = mode
+        self.fail_fast = fail_fast
+        self.halt = halt or Halt()
+        self._default: TrialBackend | None = None
+
+    @property
+    def halted(self) -> bool:
+        """Whether fail-fast has stopped the run."""
+        return self.halt.halted
+
+    def for_trial(self, scope: str) -> "TrialBackend":
+        """A per-trial view; ``scope`` identifies the trial in shared cassettes."""
+        return TrialBackend(self, scope, source=self.cassette, mode=self.mode)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Complete outside any trial (scope "")."""
+        if self._default is None:
+            self._default = self.for_trial("")
+        return await self._default.complete(request)
+
+    def stats(self) -> dict[str, Any]:
+        """Run-wide counters: per provider, and spending."""
+        providers = self.inner.stats() if isinstance(self.inner, Router) else {}
+        return {"providers": providers, "spent_usd": self.ledger.spent_usd,
+                "spent_by_model": {m: dict(v) for m, v in sorted(self.ledger.by_model.items())},
+                "halted": self.halt.reason}
+
+    async def aclose(self) -> None:
+        """Close HTTP sessions and the cassette."""
+        if isinstance(self.inner, Router):
+            await self.inner.aclose()
+        if self.cassette is not None:
+            self.cassette.close()
+            self.cassette = None
+
+
+class TrialBackend:
+    """One trial's view of a backend: occurrence numbers, cassette lookups, recording.
+
+    Args:
+        run: The shared run backend, or None for a strict replay.
+        scope: The trial's cassette scope; None matches any (single-trial cassettes).
+        source: Cassette to answer from (and record into, unless read-only).
+        mode: "auto" (answer from the cassette, else live and record), "record"
+            (always live) or "replay" (cassette only; a miss is an error).
+    """
+
+    def __init__(self, run: RunBackend | None, scope: str | None, *, source: Cassette | None = None,
+                 mode: str = "auto") -> None:
+        if run is None:
+            mode = "replay"
+        self.run = run
+        self.name = run.name if run is not None else "cassette"
+        self.scope = scope
+        self.source = source
+        self.mode = mode
+        self._occurrence: dict[str, int] = {}
+        self._entries: list[tuple[int, Entry]] = []
+        self._seq = 0
+        self.counts = {"calls": 0, "cassette_hits": 0, "live_calls": 0, "errors": 0}
+        self.fingerprints: dict[str, set[str]] = {}
+
+    def _key(self, request: LLMRequest) -> tuple[str, str, int, int]:
+        # Called synchronously in request-creation order: that makes occurrences
+        # deterministic whatever order the responses come back in.
+        canonical = request.canonical()
+        digest = request.digest()
+        occ = self._occurrence.get(digest, 0)
+        self._occurrence[digest] = occ + 1
+        seq = self._seq
+        self._seq += 1
+        return canonical, digest, occ, seq
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer one request."""
+        return await self._complete(request, *self._key(request))
+
+    async def complete_batch(self, requests: Sequence[LLMRequest]) -> list[LLMResponse | BaseException]:
+        """Answer requests concurrently; failures come back as exception values, in order."""
+        keys = [self._key(r) for r in requests]
+        if len(requests) == 1:
+            try:
+                return [await self._complete(requests[0], *keys[0])]
+            except Exception as exc:  # noqa: BLE001 - the kernel fails the one call
+                return [exc]
+        return list(await asyncio.gather(
+            *(self._complete(r, *k) for r, k in zip(requests, keys)), return_exceptions=True
+        ))
+
+    async def _complete(self, request: LLMRequest, canonical: str, digest: str, occ: int, seq: int) -> LLMResponse:
+        self.counts["calls"] += 1
+        scope = self.scope or ""
+        if self.source is not None and self.mode != "record":
+            entry = self.source.get(self.scope, digest, occ)
+            if entry is not None and (entry.kind == "response" or self.mode == "replay"):
+                self._record(seq, _rescoped(entry, self.scope), store=False)
+                if entry.kind == "response":
+                    self.counts["cassette_hits"] += 1
+                    return entry.response()
+                self.counts["errors"] += 1
+                raise error_from_record(entry.body["type"], entry.body["message"])
+            if entry is None and self.mode == "replay":
+                exc = CassetteMiss(
+                    f"cassette: no recorded response for request {digest[:16]} "
+                    f"(occurrence {occ}, model {request.model})"
+                )
+                self._record(seq, error_entry(scope, occ, request, exc, canonical), store=False)
+                self.counts["errors"] += 1
+                raise exc
+        run = self.run
+        assert run is not None  # replay mode returned or raised above
+        try:
+            run.halt.check()
+            self.counts["live_calls"] += 1
+            res = await run.inner.complete(request)
+        except Exception as exc:
+            self.counts["errors"] += 1
+            self._record(seq, error_entry(scope, occ, request, exc, canonical),
+                         store=not isinstance(exc, RunHalted))
+            if run.fail_fast and not isinstance(exc, RunHalted):
+                run.halt.trip(f"{type(exc).__name__}: {exc}")
+            raise
+        self._record(seq, response_entry(scope, occ, request, res, canonical), store=True)
+        return res
+
+    def _record(self, seq: int, entry: Entry, *, store: bool) -> None:
+        self._entries.append((seq, entry))
+        fingerprint = entry.body.get("system_fingerprint")
+        if fingerprint:
+            self.fingerprints.setdefault(entry.model, set()).add(str(fingerprint))
+        if store and self.source is not None and not self.source.readonly and self.mode != "replay":
+            self.source.put(entry)
+
+    @property
+    def entries(self) -> list[Entry]:
+        """What this trial recorded, in request-creation order."""
+        return [e for _, e in sorted(self._entries, key=lambda x: x[0])]
+
+    def save_cassette(self, path: str | Path) -> None:
+        """Write the trial's cassette (a run directory's ``cassette.sqlite``)."""
+        write_cassette(path, self.entries)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of this trial, plus the run-wide ones."""
+        out: dict[str, Any] = dict(self.counts)
+        out["system_fingerprints"] = {m: sorted(f) for m, f in sorted(self.fingerprints.items())}
+        if self.run is not None:
+            out.update(self.run.stats())
+        return out
+
+    async def aclose(self) -> None:
+        """Close the cassette of a strict replay view (run views are closed by their owner)."""
+        if self.run is None and self.source is not None:
+            self.source.close()
+            self.source = None
+
+
+def _rescoped(entry: Entry, scope: str | None) -> Entry:
+    if scope is None or entry.scope == scope:
+        return entry
+    return Entry(scope, entry.digest, entry.occurrence, entry.model, entry.request, entry.kind, entry.body)

@@ -1,0 +1,35 @@
+"""Acausal cooperation: do LLM agents told they are identical copies cooperate more?
+
+A prisoner's dilemma tournament (see ``../shared/seeds/acausal_cooperation.md``
+and the README): strategy agents write strategies, decision subagents play a
+round robin, payoffs scale with power, and scripted classic strategies can join.
+``SCENARIO`` is what the framework runs.
+"""
+
+from scenarios.acausal_cooperation.analysis import (
+    analyze,
+    compare,
+    summarize,
+    write_artifacts,
+)
+from scenarios.acausal_cooperation.behaviour import make_behaviour
+from scenarios.acausal_cooperation.config import AcausalConfig
+from scenarios.acausal_cooperation.experiment import build
+from simcore.scenario import Scenario
+
+SCENARIO = Scenario(
+    name="acausal_cooperation",
+    description=(
+        "Acausal cooperation: LLM strategy agents (told they are identical copies in the "
+        "treatment) write strategies that decision subagents follow in a round-robin "
+        "prisoner's dilemma with power-scaled payoffs; scripted players can join."
+    ),
+    config_type=AcausalConfig,
+    build=build,
+    analyze=analyze,
+    behaviour=make_behaviour,
+    summarize=summarize,
+    write_artifacts=write_artifacts,
+    counterfactual=("identity_insight", True, False),
+    compare=compare,
+)

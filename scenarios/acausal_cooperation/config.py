@@ -1,0 +1,83 @@
+"""The acausal-cooperation config: the seed's defaults, validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scenarios.acausal_cooperation.scripted import Script, parse_scripted
+from simcore.config import Config, ConfigError, check_with, param
+
+
+def _model_name(value: str) -> str | None:
+    return None if value.strip() == value else "must have no leading or trailing spaces"
+
+
+@dataclass(frozen=True)
+class AcausalConfig(Config):
+    """A prisoner's dilemma tournament: LLM players (a strategist and a decider each),
+    optionally mixed with scripted players, over several rounds.
+
+    Players are numbered 0..N-1: the LLM players first, then the scripted ones in
+    the order given.
+    """
+
+    n_agents: int = param(10, lo=0, hi=50, help="LLM players (each a strategy agent plus its decision subagent)")
+    rounds: int = param(10, lo=1, hi=200, help="rounds; each round every pair plays one game")
+    scripted: str = param(
+        "", check=check_with(parse_scripted),
+        help="scripted players, comma-separated: always_cooperate, always_defect, tit_for_tat, "
+        "grudger, win_stay_lose_shift, random[:P]",
+    )
+    identity_insight: bool = param(
+        True, help="treatment: tell strategy agents they are identical copies (off = control)"
+    )
+    power_scaling: bool = param(True, help="scale payoffs by 1 + ln(power/100); off = classic payoffs")
+    power_step: float = param(0.01, lo=0.0, hi=0.5, help="winner's power rises, loser's falls by this share")
+    game_order: str = param("fixed", choices=("fixed", "random"), help="round-robin order within a round")
+    history_window: int = param(
+        10, lo=0, hi=10000, help="games of the current round shown (anonymized) to deciders"
+    )
+    strategy_model: str = param(
+        "google/gemini-2.5-flash", check=_model_name, help="model of the strategy agents ('' = --model)"
+    )
+    decision_model: str = param(
+        "openai/gpt-4.1-nano", check=_model_name, help="model of the decision subagents ('' = --model)"
+    )
+    strategy_temperature: float = param(0.7, lo=0.0, hi=2.0, help="strategy agents' temperature")
+    decision_temperature: float = param(0.3, lo=0.0, hi=2.0, help="decision subagents' temperature")
+    strategy_tokens: int = param(500, lo=16, hi=8192, help="strategy agents' max_output_tokens")
+    decision_tokens: int = param(50, lo=4, hi=8192, help="decision subagents' max_output_tokens")
+    on_unparsed: str = param(
+        "defect", choices=("defect", "cooperate"), help="move played when a decision cannot be parsed"
+    )
+    embeddings: bool = param(True, help="compute strategy similarity with MiniLM embeddings (slower start)")
+    insight_uplift: float = param(
+        0.4, lo=0.0, hi=1.0, help="stub behaviour: cooperativeness added when the insight is taken up"
+    )
+    insight_uptake: float = param(
+        0.85, lo=0.0, hi=1.0, help="stub behaviour: chance a strategy agent reasons about identity"
+    )
+    reciprocity: float = param(
+        0.5, lo=0.0, hi=1.0, help="stub behaviour: pull toward last round's cooperation rate"
+    )
+    asymmetry_defection: float = param(
+        0.2, lo=0.0, hi=1.0, help="stub behaviour: extra defection chance when powers differ by >30%"
+    )
+    decision_noise: float = param(0.02, lo=0.0, hi=0.5, help="stub behaviour: chance a decision flips")
+
+    def check(self) -> None:
+        if self.n_agents + len(self.scripts) < 2:
+            raise ConfigError(
+                f"n_agents: LLM plus scripted players must be at least 2, got "
+                f"{self.n_agents} + {len(self.scripts)}"
+            )
+
+    @property
+    def scripts(self) -> tuple[Script, ...]:
+        """The scripted players, parsed."""
+        return parse_scripted(self.scripted)
+
+    @property
+    def n_players(self) -> int:
+        """LLM plus scripted players."""
+        return self.n_agents + len(self.scripts)

@@ -1,0 +1,37 @@
+"""LLM auction: a sealed-bid auction for the proposer role, against free discussion
+and turn-taking, on ambiguous ethical vignettes.
+
+See ``../shared/seeds/llm_auction.md`` for the experiment and the README for the
+CLI. ``SCENARIO`` is what the framework runs; ``compare`` runs all three
+mechanisms on shared seeds.
+"""
+
+from scenarios.llm_auction.analysis import (
+    analyze,
+    compare_results,
+    summarize,
+    write_artifacts,
+)
+from scenarios.llm_auction.behaviour import make_behaviour
+from scenarios.llm_auction.compare import main as compare_main
+from scenarios.llm_auction.config import AuctionConfig
+from scenarios.llm_auction.experiment import build
+from simcore.scenario import Scenario
+
+SCENARIO = Scenario(
+    name="llm_auction",
+    description=(
+        "LLM auction: N agents with communication styles settle ethical vignettes; the "
+        "proposer role goes by sealed-bid auction, or everyone speaks (free discussion, "
+        "turn-taking); majority vote; payoff = reward if right minus costs."
+    ),
+    config_type=AuctionConfig,
+    build=build,
+    analyze=analyze,
+    behaviour=make_behaviour,
+    summarize=summarize,
+    write_artifacts=write_artifacts,
+    commands={"compare": compare_main},
+    counterfactual=("mechanism", "auction", "free_discussion"),
+    compare=compare_results,
+)

@@ -1,0 +1,272 @@
+"""Analysis of LLM-auction runs: the seed's five tables, metrics with CIs, plots.
+
+One run has one mechanism. :func:`tables` turns a finished world into the seed's
+CSV tables; :func:`metrics` and :func:`by_style` read them, so the comparison
+across mechanisms (:mod:`.compare`) computes its figures with the same code on
+tables concatenated over trials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scenarios.llm_auction.config import STYLES, AuctionConfig
+from simcore.kernel import World
+from simcore.records import atomic_write
+from simcore.stats import bootstrap_mean_diff_ci, describe, paired, proportion_ci
+
+VIGNETTE_COLUMNS = (
+    "mechanism", "seed", "vignette_index", "vignette_id", "title", "consensus", "decision",
+    "correct", "decided_by", "majority_reached", "votes_for_decision", "abstentions", "n_agents",
+    "proposer", "proposer_style", "proposer_option", "proposer_correct", "winning_bid",
+    "price_paid", "n_bids", "n_late_bids", "n_proposals", "n_critiques", "participants",
+    "message_tokens", "token_cost", "auction_payment", "total_cost", "total_reward",
+    "private_accuracy", "t_start", "t_end", "duration",
+)
+ROUND_COLUMNS = (
+    "mechanism", "seed", "vignette_index", "vignette_id", "agent", "communication_style",
+    "style_multiplier", "private_option", "private_confidence", "private_correct", "bid",
+    "bid_on_time", "won_auction", "bid_paid", "proposed", "critiqued", "participated",
+    "message_tokens", "token_cost", "total_cost", "option_choice", "vote_correct",
+    "group_decision", "group_correct", "expected_option", "reward", "budget_after", "parse_errors",
+)
+BID_COLUMNS = (
+    "mechanism", "seed", "vignette_index", "vignette_id", "agent", "communication_style",
+    "confidence", "style_multiplier", "budget_before", "noise", "raw_bid", "bid", "submitted_at",
+    "deadline", "on_time", "abstained", "won", "price_paid",
+)
+AGENT_SUMMARY_COLUMNS = (
+    "mechanism", "seed", "agent", "communication_style", "n_vignettes", "n_proposals",
+    "n_critiques", "participation_rate", "n_bids", "n_auction_wins", "message_tokens",
+    "total_cost", "total_reward", "private_accuracy", "vote_accuracy", "final_budget",
+)
+TABLES = ("vignette_results", "agent_round_results", "bid_data", "agent_summary", "simulation_summary")
+
+
+def _frame(records: Sequence[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame(list(records), columns=list(columns))
+
+
+def agent_summary(rounds: pd.DataFrame) -> pd.DataFrame:
+    """One row per (mechanism, seed, agent), from agent_round_results."""
+    if rounds.empty:
+        return _frame([], AGENT_SUMMARY_COLUMNS)
+    g = rounds.groupby(["mechanism", "seed", "agent"], sort=True)
+    out = pd.DataFrame({
+        "communication_style": g["communication_style"].first(),
+        "n_vignettes": g.size(),
+        "n_proposals": g["proposed"].sum(),
+        "n_critiques": g["critiqued"].sum(),
+        "participation_rate": g["participated"].mean(),
+        "n_bids": g["bid"].count(),
+        "n_auction_wins": g["won_auction"].sum(),
+        "message_tokens": g["message_tokens"].sum(),
+        "total_cost": g["total_cost"].sum(),
+        "total_reward": g["reward"].sum(),
+        "private_accuracy": g["private_correct"].apply(lambda s: s.dropna().astype(float).mean()),
+        "vote_accuracy": g["vote_correct"].apply(lambda s: s.dropna().astype(float).mean()),
+        "final_budget": g["budget_after"].last(),
+    }).reset_index()
+    return out[list(AGENT_SUMMARY_COLUMNS)]
+
+
+def tables(world: World, cfg: AuctionConfig) -> dict[str, pd.DataFrame]:
+    """The seed's tables for one run (bid_data has only a header outside the auction)."""
+    rounds = _frame(world.state.get("rows", []), ROUND_COLUMNS)
+    out = {
+        "vignette_results": _frame(world.state.get("vignettes", []), VIGNETTE_COLUMNS),
+        "agent_round_results": rounds,
+        "bid_data": _frame(world.state.get("bids", []), BID_COLUMNS),
+        "agent_summary": agent_summary(rounds),
+    }
+    m = metrics(out["vignette_results"], rounds, out["bid_data"])
+    out["simulation_summary"] = pd.DataFrame(
+        [{"mechanism": cfg.mechanism, "seed": world.seed, **_config_columns(cfg), **m}]
+    )
+    return out
+
+
+def _config_columns(cfg: AuctionConfig) -> dict[str, Any]:
+    keys = ("n_agents", "budget", "budget_scope", "token_price", "auction_rule", "bid_window", "no_majority")
+    return {k: getattr(cfg, k) for k in keys}
+
+
+def _mean(values: Any) -> float | None:
+    arr = pd.Series(values, dtype="object").dropna().astype(float)
+    return float(arr.mean()) if len(arr) else None
+
+
+def _rate(flags: Any) -> dict[str, Any]:
+    """Share of true values with its Wilson 95% CI (missing values left out)."""
+    arr = pd.Series(flags, dtype="object").dropna().astype(bool)
+    k, n = int(arr.sum()), int(len(arr))
+    lo, hi = proportion_ci(k, n)
+    return {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi}
+
+
+def metrics(vignettes: pd.DataFrame, rounds: pd.DataFrame, bids: pd.DataFrame) -> dict[str, Any]:
+    """Scalar metrics of one run (the batch runner's columns)."""
+    nv = len(vignettes)
+    per_v = (lambda col: float(vignettes[col].sum()) / nv if nv else None)
+    correct = _rate(vignettes["correct"])
+    auction = bool((vignettes["mechanism"] == "auction").any())
+    on_time = bids["on_time"].dropna()
+    out: dict[str, Any] = {
+        "n_vignettes": nv,
+        "n_agents": int(vignettes["n_agents"].iloc[0]) if nv else 0,
+        "correctness": correct["rate"],
+        "correctness_ci_low": correct["ci_low"],
+        "correctness_ci_high": correct["ci_high"],
+        "n_correct": correct["k"],
+        "majority_rate": _mean(vignettes["majority_reached"]),
+        "no_decision_rate": _mean(vignettes["decided_by"] == "none") if nv else None,
+        "private_accuracy": _mean(rounds["private_correct"]),
+        "vote_accuracy": _mean(rounds["vote_correct"]),
+        "proposer_accuracy": _mean(vignettes["proposer_correct"]) if auction else None,
+        "total_cost": float(vignettes["total_cost"].sum()),
+        "cost_per_vignette": per_v("total_cost"),
+        "spend_per_vignette": (
+            float(vignettes["token_cost"].sum() + vignettes["auction_payment"].sum()) / nv if nv else None
+        ),
+        "message_tokens_per_vignette": per_v("message_tokens"),
+        "total_reward": float(vignettes["total_reward"].sum()),
+        "mean_reward": _mean(rounds["reward"]),
+        "participation": _mean(rounds["participated"]),
+        "proposals_per_vignette": per_v("n_proposals"),
+        "critiques_per_vignette": per_v("n_critiques"),
+        "late_bid_rate": float((~on_time.astype(bool)).mean()) if auction and len(on_time) else None,
+        "mean_price": _mean(vignettes["price_paid"]) if auction else None,
+        "parse_errors": int(rounds["parse_errors"].sum()),
+        "sim_time_end": float(vignettes["t_end"].max()) if nv else 0.0,
+    }
+    for style in STYLES:
+        mine = rounds[rounds["communication_style"] == style]
+        out[f"participation_{style}"] = _mean(mine["participated"])
+        out[f"vote_accuracy_{style}"] = _mean(mine["vote_correct"])
+        out[f"mean_reward_{style}"] = _mean(mine["reward"])
+        out[f"proposer_share_{style}"] = (
+            _mean(vignettes["proposer_style"] == style) if auction and nv else None
+        )
+    return out
+
+
+def by_style(rounds: pd.DataFrame, vignettes: pd.DataFrame) -> dict[str, Any]:
+    """Per communication style: vote accuracy, participation, cost, reward, with CIs."""
+    out = {}
+    auction = bool((vignettes["mechanism"] == "auction").any())
+    for style in STYLES:
+        mine = rounds[rounds["communication_style"] == style]
+        if mine.empty:
+            continue
+        out[style] = {
+            "agent_vignettes": int(len(mine)),
+            "private_accuracy": _rate(mine["private_correct"]),
+            "vote_accuracy": _rate(mine["vote_correct"]),
+            "participation": _rate(mine["participated"]),
+            "proposer": _rate(vignettes["proposer_style"] == style) if auction else None,
+            "cost": describe(mine["total_cost"].tolist()).to_dict(),
+            "reward": describe(mine["reward"].tolist()).to_dict(),
+        }
+    return out
+
+
+def analyze(world: World, cfg: AuctionConfig) -> dict[str, Any]:
+    """Results object: scalar metrics plus CIs by style and the per-vignette outcomes."""
+    t = tables(world, cfg)
+    vign, rounds = t["vignette_results"], t["agent_round_results"]
+    return {
+        "mechanism": cfg.mechanism,
+        "metrics": metrics(vign, rounds, t["bid_data"]),
+        "correctness": _rate(vign["correct"]),
+        "cost_per_vignette": describe(vign["total_cost"].tolist()).to_dict(),
+        "reward_per_agent_vignette": describe(rounds["reward"].tolist()).to_dict(),
+        "participation": _rate(rounds["participated"]),
+        "by_style": by_style(rounds, vign),
+        "per_vignette": [
+            {k: _plain(r[k]) for k in ("vignette_id", "consensus", "decision", "correct", "decided_by", "proposer")}
+            for r in vign.to_dict("records")
+        ],
+    }
+
+
+def _plain(x: Any) -> Any:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return None
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _fmt(x: Any, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def summarize(results: dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    m = results["metrics"]
+    c = results.get("correctness") or {}
+    ci = f"[{_fmt(c.get('ci_low'))}, {_fmt(c.get('ci_high'))}]"
+    lines = [
+        f"llm_auction: mechanism {results.get('mechanism')}, {m.get('n_agents')} agents, "
+        f"{m.get('n_vignettes')} vignettes, status {results['status']}",
+        f"  correct {m.get('n_correct')}/{m.get('n_vignettes')} = {_fmt(m.get('correctness'))} {ci} "
+        f"(Wilson 95%), majority reached {_fmt(m.get('majority_rate'))}",
+        f"  cost/vignette ${_fmt(m.get('cost_per_vignette'), '.3f')}, mean reward "
+        f"${_fmt(m.get('mean_reward'), '.3f')} per agent and vignette, participation "
+        f"{_fmt(m.get('participation'))}, parse errors {m.get('parse_errors')}",
+    ]
+    if m.get("proposer_accuracy") is not None:
+        lines.append(
+            f"  proposer right {_fmt(m['proposer_accuracy'])}, mean price ${_fmt(m['mean_price'], '.3f')}, "
+            f"late bids {_fmt(m['late_bid_rate'])}"
+        )
+    return "\n".join(lines)
+
+
+def write_tables(directory: Path, frames: dict[str, pd.DataFrame]) -> list[str]:
+    """Write the seed's tables as CSV files; returns their names."""
+    names = []
+    for name in TABLES:
+        atomic_write(directory / f"{name}.csv", frames[name].to_csv(index=False))
+        names.append(f"{name}.csv")
+    return names
+
+
+def write_artifacts(run_dir: Path, world: World, cfg: AuctionConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """The seed's five CSV tables and the participation-by-style plot."""
+    t = tables(world, cfg)
+    files = write_tables(run_dir, t)
+    from scenarios.llm_auction.plots import participation_by_style
+
+    participation_by_style(t["agent_round_results"], run_dir / "plots" / "participation_by_style.png")
+    return {"artifacts": files + ["plots/participation_by_style.png"]}
+
+
+# -- comparisons between two arms ------------------------------------------------
+COMPARED = ("correctness", "mean_reward", "spend_per_vignette", "cost_per_vignette", "participation")
+
+
+def compare_results(a: list[dict[str, Any]], b: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+    """Paired comparison of two arms' trials (A minus B), matched by position.
+
+    For each metric in ``COMPARED``: both means, the mean difference, a paired
+    t-test and a paired bootstrap 95% CI of the difference.
+    """
+    out: dict[str, Any] = {}
+    for key in COMPARED:
+        xa = [r["metrics"].get(key) for r in a]
+        xb = [r["metrics"].get(key) for r in b]
+        pairs = [(x, y) for x, y in zip(xa, xb) if x is not None and y is not None]
+        diff = [x - y for x, y in pairs]
+        lo, hi = bootstrap_mean_diff_ci(xa, xb, paired_samples=True, seed=seed)
+        out[key] = {
+            "mean_a": describe(xa).mean,
+            "mean_b": describe(xb).mean,
+            "mean_diff": float(np.mean(diff)) if diff else None,
+            **paired(xa, xb),
+            "bootstrap_ci_low": lo,
+            "bootstrap_ci_high": hi,
+        }
+    return out

@@ -1,0 +1,288 @@
+"""``python -m scenarios.llm_auction compare``: the three mechanisms on shared seeds.
+
+One run has one mechanism, so the comparison the seed asks for is its own
+command. It runs every mechanism on the same N trial seeds (drawn from ``--seed``
+with :func:`simcore.rng.derive_seed`), so the agents' private views are the same
+across mechanisms within a trial and the differences are paired. It writes one
+directory, atomically::
+
+    <out>/llm_auction/compare-<utc>-s<seed>-<hex>/
+        manifest.json        config, mechanisms, trial seeds, versions, code revision
+        comparison.json      per mechanism: correctness (pooled Wilson CI and per-trial
+                             t CI), cost, reward, participation; by style; paired
+                             tests between mechanisms with Holm-adjusted p-values
+        trials.csv           one row per (mechanism, trial): seed, status, every metric
+        vignette_results.csv, agent_round_results.csv, bid_data.csv,
+        agent_summary.csv, simulation_summary.csv   the seed's tables, all trials
+        plots/correctness_by_mechanism.png, cost_vs_correctness.png,
+              participation_by_style.png
+
+Each trial is an ordinary run: ``python -m scenarios.llm_auction --mechanism M
+--seed S`` with the same config reproduces it (its seed is in trials.csv).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from backends.registry import BackendSpec
+from scenarios.llm_auction.analysis import (
+    COMPARED,
+    TABLES,
+    by_style,
+    compare_results,
+    tables,
+    write_tables,
+)
+from scenarios.llm_auction.config import MECHANISMS, AuctionConfig
+from simcore.cli import (
+    OneLineParser,
+    add_common_args,
+    add_config_args,
+    backend_spec,
+    fail,
+    parse_seed,
+    resolve_config,
+)
+from simcore.config import ConfigError
+from simcore.records import (
+    check_run_id,
+    code_revision,
+    new_run_id,
+    package_versions,
+    staged_dir,
+    utc_now,
+    write_json,
+)
+from simcore.rng import derive_seed
+from simcore.stats import describe, holm, proportion_ci
+
+
+@dataclass
+class Comparison:
+    """All trials of a comparison, in memory."""
+
+    config: AuctionConfig
+    seed: int
+    trial_seeds: list[int]
+    mechanisms: list[str]
+    frames: dict[str, pd.DataFrame]
+    trials: pd.DataFrame
+    results: dict[str, list[dict[str, Any]]]
+
+
+def trial_seeds(seed: int, n: int) -> list[int]:
+    """The trial seeds of a comparison, drawn from its seed (independent of the mechanisms)."""
+    return [derive_seed(seed, f"llm_auction.compare.{i}") for i in range(n)]
+
+
+async def run_comparison_async(
+    cfg: AuctionConfig,
+    seed: int,
+    n_trials: int,
+    mechanisms: Sequence[str] = MECHANISMS,
+    spec: BackendSpec | None = None,
+    progress: bool = False,
+) -> Comparison:
+    """Run every mechanism on the same trial seeds; keep the tables of the trials that finished."""
+    from tqdm import tqdm
+
+    from scenarios.llm_auction import SCENARIO
+    from simcore.runner import run_trial_async
+
+    seeds = trial_seeds(seed, n_trials)
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
+    rows, results = [], {m: [] for m in mechanisms}
+    bar = tqdm(total=len(seeds) * len(mechanisms), desc="llm_auction compare", unit="trial",
+               disable=not progress, file=sys.stderr)
+    for i, s in enumerate(seeds):
+        for m in mechanisms:
+            mcfg = cfg.replace(mechanism=m)
+            trial = await run_trial_async(SCENARIO, mcfg, s, spec)
+            results[m].append(trial.results)
+            rows.append({"mechanism": m, "trial": i, "seed": s, "status": trial.status,
+                         **trial.results.get("metrics", {})})
+            if trial.status == "ok":
+                for name, frame in tables(trial.world, mcfg).items():
+                    parts[name].append(frame)
+            bar.update(1)
+    bar.close()
+    frames = {
+        name: pd.concat(p, ignore_index=True) if p else pd.DataFrame() for name, p in parts.items()
+    }
+    return Comparison(cfg, seed, seeds, list(mechanisms), frames, pd.DataFrame(rows), results)
+
+
+def statistics(c: Comparison) -> dict[str, Any]:
+    """Per-mechanism figures with CIs, by style, and paired tests between mechanisms."""
+    vign, rounds, trials = c.frames["vignette_results"], c.frames["agent_round_results"], c.trials
+    per_mech: dict[str, Any] = {}
+    styles: dict[str, Any] = {}
+    for m in c.mechanisms:
+        v, r = vign[vign["mechanism"] == m], rounds[rounds["mechanism"] == m]
+        t = trials[(trials["mechanism"] == m) & (trials["status"] == "ok")]
+        k, n = int(v["correct"].sum()), len(v)
+        lo, hi = proportion_ci(k, n)
+        p_k, p_n = int(r["participated"].sum()), len(r)
+        p_lo, p_hi = proportion_ci(p_k, p_n)
+        per_mech[m] = {
+            "trials_ok": int(len(t)),
+            "trials_failed": int(((trials["mechanism"] == m) & (trials["status"] != "ok")).sum()),
+            "correctness_pooled": {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi},
+            "participation_pooled": {
+                "rate": p_k / p_n if p_n else None, "k": p_k, "n": p_n, "ci_low": p_lo, "ci_high": p_hi,
+            },
+            **{
+                f"{key}_per_trial": describe(t[key].tolist()).to_dict() if key in t else None
+                for key in (
+                    "correctness", "majority_rate", "proposer_accuracy", "cost_per_vignette",
+                    "spend_per_vignette", "mean_reward", "participation", "late_bid_rate",
+                )
+            },
+        }
+        styles[m] = by_style(r, v) if n else {}
+    pairs = []
+    for a, b in itertools.combinations(c.mechanisms, 2):
+        ok = [
+            (ra, rb) for ra, rb in zip(c.results[a], c.results[b])
+            if ra["status"] == "ok" and rb["status"] == "ok"
+        ]
+        stats = compare_results([x for x, _ in ok], [y for _, y in ok], seed=derive_seed(c.seed, f"boot.{a}.{b}"))
+        pairs.append({"a": a, "b": b, "n_pairs": len(ok),
+                      **{key: stats[key] for key in COMPARED}})
+    for key in COMPARED:
+        adjusted = holm([p[key]["p_value"] for p in pairs])
+        for p, adj in zip(pairs, adjusted):
+            p[key]["p_holm"] = adj
+    return {"mechanisms": per_mech, "by_style": styles, "pairs": pairs}
+
+
+def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None) -> Path:
+    """Write the comparison directory (see the module docstring); returns its path."""
+    from scenarios.llm_auction.plots import (
+        correctness_by_mechanism,
+        cost_vs_correctness,
+        participation_by_style,
+    )
+
+    run_id = check_run_id(run_id or f"compare-{new_run_id(c.seed)}")
+    final = Path(out) / "llm_auction" / run_id
+    with staged_dir(final) as stage:
+        write_json(stage / "manifest.json", {
+            "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
+            "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
+            "versions": package_versions(), "code_revision": code_revision(), "created_utc": utc_now(),
+        })
+        write_json(stage / "comparison.json", stats)
+        c.trials.to_csv(stage / "trials.csv", index=False)
+        if not c.frames["vignette_results"].empty:
+            write_tables(stage, c.frames)
+            plots = stage / "plots"
+            correctness_by_mechanism(c.frames["vignette_results"], plots / "correctness_by_mechanism.png")
+            cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
+            participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
+    return final
+
+
+def report(stats: dict[str, Any]) -> str:
+    """A table for the terminal."""
+
+    def ci(d: dict[str, Any] | None, fmt: str = ".2f") -> str:
+        if not d or d.get("mean", d.get("rate")) is None:
+            return "-"
+        mid = d.get("mean", d.get("rate"))
+        if d.get("ci_low") is None:
+            return f"{mid:{fmt}}"
+        return f"{mid:{fmt}} [{d['ci_low']:{fmt}}, {d['ci_high']:{fmt}}]"
+
+    lines = [f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
+             f"{'reward/agent $':<22} participation"]
+    for m, s in stats["mechanisms"].items():
+        lines.append(
+            f"{m:<16} {ci(s['correctness_pooled']):<20} {ci(s['correctness_per_trial']):<20} "
+            f"{ci(s['spend_per_vignette_per_trial'], '.3f'):<22} {ci(s['mean_reward_per_trial'], '.3f'):<22} "
+            f"{ci(s['participation_pooled'])}"
+        )
+    for p in stats["pairs"]:
+        d = p["correctness"]
+        if d["mean_diff"] is None:
+            continue
+        p_holm = "-" if d["p_holm"] is None else f"{d['p_holm']:.3g}"
+        lines.append(
+            f"correctness {p['a']} - {p['b']}: {d['mean_diff']:+.3f} "
+            f"[{d['bootstrap_ci_low']:+.3f}, {d['bootstrap_ci_high']:+.3f}] (paired bootstrap), "
+            f"Holm p = {p_holm}, {p['n_pairs']} pairs"
+        )
+    return "\n".join(lines)
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="python -m scenarios.llm_auction compare",
+        description=(
+            "Run the three mechanisms on the same trial seeds and write the comparison: "
+            "correctness, cost, reward and participation with 95% CIs, paired tests and plots. "
+            "Config flags apply to every mechanism."
+        ),
+    )
+    add_common_args(parser)
+    parser.add_argument("--trials", default="30", help="trial seeds per mechanism, 1..10000 (default: 30)")
+    parser.add_argument(
+        "--mechanisms", default=",".join(MECHANISMS),
+        help=f"comma-separated subset of {', '.join(MECHANISMS)} (default: all)",
+    )
+    add_config_args(parser, AuctionConfig)
+    return parser
+
+
+def parse_mechanisms(value: str) -> list[str]:
+    """Validate ``--mechanisms``."""
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    if not names or any(m not in MECHANISMS for m in names) or len(set(names)) != len(names):
+        raise ConfigError(f"mechanisms: must be distinct names among {', '.join(MECHANISMS)}, got {value!r}")
+    return names
+
+
+def parse_trials(value: str) -> int:
+    """Validate ``--trials``."""
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 10000 or str(n) != str(value).strip():
+        raise ConfigError(f"trials: must be an integer from 1 to 10000, got {value!r}")
+    return n
+
+
+def main(argv: Sequence[str]) -> int:
+    """The ``compare`` subcommand; returns the exit status."""
+    args = build_parser().parse_args(list(argv))
+    try:
+        seed = parse_seed(args.seed)
+        n = parse_trials(args.trials)
+        mechanisms = parse_mechanisms(args.mechanisms)
+        if args.mechanism is not None:
+            raise ConfigError("mechanism: compare runs several mechanisms; use --mechanisms")
+        cfg = resolve_config(AuctionConfig, args)
+        spec = backend_spec(args)
+        # Worlds are built as trials start, so input that only building can reject
+        # (e.g. a missing topology file) fails in the first trial, before any write.
+        c = asyncio.run(run_comparison_async(cfg, seed, n, mechanisms, spec, progress=True))
+    except ConfigError as exc:
+        fail(str(exc))
+    stats = statistics(c)
+    out = write_comparison(c, stats, args.out)
+    if args.json:
+        print(json.dumps({**stats, "run_dir": str(out)}, indent=2, sort_keys=True, default=str))
+    else:
+        print(report(stats))
+        print(f"comparison directory: {out}")
+    return 0 if (c.trials["status"] == "ok").all() else 1

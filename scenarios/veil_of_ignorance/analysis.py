@@ -1,0 +1,281 @@
+"""Analysis of a veil-of-ignorance run: metrics, the agent-centric JSON and plots.
+
+Metrics (``results["metrics"]``, one scalar each, the batch runner's columns):
+
+- ``consensus_reached``, ``rounds_taken``, ``end_reason`` (consensus, max_rounds
+  or timeout), ``chosen_principle`` (key or None), ``chosen_amount``;
+- ``agreement_first_round`` / ``agreement_last_round``: share of agents holding
+  the most common choice (principle and amount), and
+  ``principle_agreement_last_round`` (principle only);
+- ``likert_shift_mean`` (final minus initial score, over agents and principles),
+  ``likert_abs_shift_mean``, and ``likert_shift_<principle>`` (mean over agents);
+  ``likert_initial_<principle>`` and ``likert_final_<principle>`` (mean scores);
+- ``distribution``, ``fallback``, ``constraint_met``, ``mean_income``,
+  ``min_income`` (the veil);
+- ``invalid_choices`` (turns without a usable choice), ``parse_errors`` (replies
+  that were not JSON), ``n_agents``, ``deliberation_time`` and ``sim_time_end``
+  (simulated seconds).
+
+Per-agent detail (Likert shift per principle per agent, choices per round,
+incomes) is in the results object beside the metrics.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scenarios.veil_of_ignorance.config import VeilConfig
+from scenarios.veil_of_ignorance.principles import (
+    KEYS,
+    LIKERT,
+    PRINCIPLES,
+    Choice,
+    agreement,
+    choice_from_key,
+)
+from simcore.kernel import World
+from simcore.records import write_json
+
+
+def _mean(values: list[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _choice(key: str | None) -> Choice | None:
+    return None if key is None else choice_from_key(key)
+
+
+def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
+    """The results object (see the module docstring)."""
+    st = world.state
+    names: list[str] = st.get("names", [])
+    initial = st.get("ratings", {}).get("initial", {})
+    final = st.get("ratings", {}).get("final", {})
+    shift = {
+        n: {
+            k: (final[n][k] - initial[n][k])
+            if n in initial and n in final and initial[n][k] is not None and final[n][k] is not None
+            else None
+            for k in KEYS
+        }
+        for n in names
+    }
+    decisions = st.get("decisions", [])
+    per_round = [[_choice(d["choices"][n]) for n in names] for d in decisions]
+    agree = [agreement(c) for c in per_round]
+    agree_p = [agreement(c, by_principle=True) for c in per_round]
+    agreed = st.get("agreed")
+    outcome = st.get("outcome")
+    all_shifts = [s for n in names for s in shift[n].values()]
+    metrics: dict[str, Any] = {
+        "consensus_reached": agreed is not None,
+        "rounds_taken": len(decisions),
+        "end_reason": st.get("end_reason"),
+        "chosen_principle": None if agreed is None else PRINCIPLES[agreed.principle - 1].key,
+        "chosen_amount": None if agreed is None else agreed.amount,
+        "agreement_first_round": agree[0] if agree else None,
+        "agreement_last_round": agree[-1] if agree else None,
+        "principle_agreement_last_round": agree_p[-1] if agree_p else None,
+        "likert_shift_mean": _mean(all_shifts),
+        "likert_abs_shift_mean": _mean([None if s is None else abs(s) for s in all_shifts]),
+    }
+    for k in KEYS:
+        metrics[f"likert_shift_{k}"] = _mean([shift[n][k] for n in names])
+    for k in KEYS:
+        metrics[f"likert_initial_{k}"] = _mean([initial.get(n, {}).get(k) for n in names])
+        metrics[f"likert_final_{k}"] = _mean([final.get(n, {}).get(k) for n in names])
+    # The same columns in every trial, even one that failed before the veil lifted.
+    metrics.update(
+        distribution=None if outcome is None else cfg.distributions[outcome.distribution].name,
+        fallback=None if outcome is None else outcome.fallback,
+        constraint_met=None if outcome is None else outcome.constraint_met,
+        mean_income=None if outcome is None else float(np.mean(outcome.incomes)),
+        min_income=None if outcome is None else int(min(outcome.incomes)),
+    )
+    metrics.update(
+        invalid_choices=sum(c is None for cs in per_round for c in cs),
+        parse_errors=sum(1 for e in world.trace.of_kind("llm.reply") if e.payload.get("parse_error")),
+        n_agents=len(names),
+        deliberation_time=st.get("t_deliberation"),
+        sim_time_end=world.now,
+    )
+    return {
+        "experiment_id": cfg.experiment_id,
+        "metrics": metrics,
+        "likert": {"initial": initial, "final": final, "shift": shift},
+        "rounds": decisions,
+        "agreement_by_round": agree,
+        "principle_agreement_by_round": agree_p,
+        "veil": None if outcome is None else veil_record(cfg, names, outcome),
+    }
+
+
+def veil_record(cfg: VeilConfig, names: list[str], outcome: Any) -> dict[str, Any]:
+    """The outcome of the veil as plain JSON."""
+    dist = cfg.distributions[outcome.distribution]
+    return {
+        "choice": None if outcome.choice is None else outcome.choice.key,
+        "distribution": dist.name,
+        "distribution_index": outcome.distribution,
+        "incomes_by_class": dict(zip(cfg.classes, dist.incomes)),
+        "fallback": outcome.fallback,
+        "constraint_met": outcome.constraint_met,
+        "assignments": {
+            n: {"class": cfg.classes[c], "income": inc}
+            for n, c, inc in zip(names, outcome.classes, outcome.incomes)
+        },
+    }
+
+
+def summarize(results: dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    m = results["metrics"]
+    if not m:
+        return f"veil of ignorance: status {results['status']}, no metrics"
+    lines = [
+        f"veil of ignorance ({results.get('experiment_id')}): status {results['status']}, "
+        f"{m['n_agents']} agents, {m['rounds_taken']} round(s), end: {m['end_reason']}",
+    ]
+    if m["consensus_reached"]:
+        amount = f" at ${m['chosen_amount']:,}" if m["chosen_amount"] else ""
+        lines.append(f"  consensus on {m['chosen_principle']}{amount}")
+    elif m["agreement_last_round"] is not None:
+        lines.append(f"  no consensus (agreement in the last round {m['agreement_last_round']:.0%})")
+    if results.get("veil"):
+        v = results["veil"]
+        paid = ", ".join(f"{n} {a['class']} ${a['income']:,}" for n, a in v["assignments"].items())
+        lines.append(f"  {v['distribution']}{' (random fallback)' if v['fallback'] else ''}: {paid}")
+    shifts = ", ".join(
+        f"{k} {m[f'likert_shift_{k}']:+.2f}" for k in KEYS if m[f"likert_shift_{k}"] is not None
+    )
+    lines.append(f"  mean Likert shift: {shifts}; parse errors {m['parse_errors']}")
+    return "\n".join(lines)
+
+
+def agent_centric(world: World, cfg: VeilConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """The seed's agent-centric record: ``experiment_metadata`` plus one entry per agent."""
+    m = results.get("metrics", {})
+    agreed = world.state.get("agreed")
+    meta = {
+        "experiment_id": cfg.experiment_id,
+        "scenario": world.scenario,
+        "seed": world.seed,
+        "run_id": results.get("run_id"),
+        "config": cfg.to_dict(),
+        "principles": [
+            {"id": p.id, "key": p.key, "label": p.label, "description": p.description} for p in PRINCIPLES
+        ],
+        "income_classes": list(cfg.classes),
+        "distributions": [{"name": d.name, "incomes": list(d.incomes)} for d in cfg.distributions],
+        "decision_rule": cfg.decision_rule,
+        "memory_strategy": cfg.memory,
+        "max_rounds": cfg.max_rounds,
+        "rounds_taken": m.get("rounds_taken"),
+        "end_reason": m.get("end_reason"),
+        "consensus": {
+            "reached": agreed is not None,
+            "choice": None if agreed is None else agreed.key,
+            "principle": None if agreed is None else agreed.principle,
+            "amount": None if agreed is None else agreed.amount,
+            "label": None if agreed is None else agreed.describe(),
+            "round": m.get("rounds_taken") if agreed is not None else None,
+        },
+        "rounds": results.get("rounds", []),
+        "veil": results.get("veil"),
+        "metrics": m,
+    }
+    return {"experiment_metadata": meta, **world.state.get("log", {})}
+
+
+def write_artifacts(run_dir: Path, world: World, cfg: VeilConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """``experiment.json`` (unless logging is off) and the two plots."""
+    out: dict[str, Any] = {}
+    if cfg.logging.enabled:
+        write_json(run_dir / "experiment.json", agent_centric(world, cfg, results))
+        out["experiment_json"] = "experiment.json"
+    out["plots"] = [str(p.relative_to(run_dir)) for p in plot(run_dir / "plots", world, results)]
+    return out
+
+
+COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
+
+
+def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
+    """``likert.png`` (mean rating per principle, before and after) and ``choices.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = world.state.get("names", [])
+    likert = results["likert"]
+    labels = [p.label.replace("maximize the ", "max. ").replace(" with a ", "\n+ ") for p in PRINCIPLES]
+    x = np.arange(len(KEYS))
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for j, (phase, colour) in enumerate((("initial", "#9DB4D3"), ("final", "#2F5F98"))):
+        means = [results["metrics"][f"likert_{phase}_{k}"] for k in KEYS]
+        ax.bar(x + (j - 0.5) * 0.38, [m or 0 for m in means], 0.36, color=colour,
+               label=f"{'before' if phase == 'initial' else 'after'} deliberation (mean)")
+        for i, k in enumerate(KEYS):
+            pts = [likert[phase].get(n, {}).get(k) for n in names]
+            pts = [p for p in pts if p is not None]
+            offsets = np.linspace(-0.1, 0.1, len(pts)) if len(pts) > 1 else [0.0]
+            ax.scatter(i + (j - 0.5) * 0.38 + np.asarray(offsets), pts, s=14, color="black", zorder=3,
+                       label="one agent" if (i == 0 and j == 0) else None)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_yticks([1, 2, 3, 4], [lab.replace(" ", "\n") for lab in LIKERT], fontsize=8)
+    ax.set_ylim(0, 4.6)
+    ax.set_ylabel("Likert rating")
+    ax.set_title(f"Ratings of the principles before and after deliberation ({len(names)} agents)")
+    ax.legend(fontsize=8, loc="upper right", ncols=3)
+    fig.tight_layout()
+    likert_png = folder / "likert.png"
+    fig.savefig(likert_png, dpi=110)
+    plt.close(fig)
+
+    rounds = results.get("rounds", [])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    r_idx = np.arange(1, len(rounds) + 1)
+    bottom = np.zeros(len(rounds))
+    for p, colour in zip(PRINCIPLES, COLOURS):
+        counts = np.array(
+            [sum(1 for c in d["choices"].values() if c and c.split(":")[0] == p.key) for d in rounds]
+        )
+        ax.bar(r_idx, counts, 0.6, bottom=bottom, color=colour, label=p.label)
+        bottom += counts
+    invalid = np.array([sum(1 for c in d["choices"].values() if c is None) for d in rounds])
+    if invalid.any():
+        ax.bar(r_idx, invalid, 0.6, bottom=bottom, color="lightgrey", hatch="//", label="no valid choice")
+    for d, r in zip(rounds, r_idx):
+        if d["reached"]:
+            ax.annotate("consensus", (r, len(names)), xytext=(0, 4), textcoords="offset points",
+                        ha="center", fontsize=8)
+    ax.set_xticks(r_idx)
+    ax.set_xlabel("deliberation round")
+    ax.set_ylabel("agents choosing")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    top = len(names) * 1.15 + 0.3
+    ax.set_ylim(0, top)
+    reached = any(d["reached"] for d in rounds)
+    ax.set_title(f"Principle chosen in each round ({'consensus' if reached else 'no consensus'})")
+    share = ax.twinx()
+    share.plot(r_idx, results.get("agreement_by_round", []), "k-o", markersize=4,
+               label="agreement (share of agents on the most common choice, amount included)")
+    share.set_ylim(0, top / max(1, len(names)))  # 1.0 lines up with all agents
+    share.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    share.set_ylabel("agreement (share of agents)")
+    handles, texts = ax.get_legend_handles_labels()
+    h2, t2 = share.get_legend_handles_labels()
+    ax.legend(handles + h2, texts + t2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2)
+    fig.tight_layout()
+    choices_png = folder / "choices.png"
+    fig.savefig(choices_png, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return [likert_png, choices_png]

@@ -1,0 +1,158 @@
+"""The veil-of-ignorance config: the seed's defaults, validated.
+
+Scalar fields are CLI flags and batch-sweep axes (``memory``, ``temperature``,
+``max_rounds``, ``decision_rule``, ...). The agent list, the distribution set and
+the logging options are nested and come from a YAML file (``--config``); see
+``configs/*.yaml`` for the shipped ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scenarios.veil_of_ignorance.principles import CLASSES, DISTRIBUTIONS, Distribution
+from simcore.config import Config, ConfigError, check_with, param
+from simcore.memory import make_memory
+from simcore.protocols import ORDER_POLICIES, decision_rule
+
+DEFAULT_PERSONALITY = "You are an agent tasked to design a future society."
+FEEDBACK_AGENT = "Interviewer"
+MODERATOR = "Moderator"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_RESERVED = ("experiment_metadata", FEEDBACK_AGENT, MODERATOR)
+
+
+def _check_name(name: str) -> str | None:
+    if not _NAME.match(name):
+        return f"must start with a letter and hold only letters, digits, '_', '.', '-' (max 64); got {name!r}"
+    if name in _RESERVED:
+        return f"{name!r} is reserved"
+    return None
+
+
+def check_memory(spec: str) -> None:
+    """Accept ``full``, ``recent[:K]``, ``summary`` or ``decomposed``."""
+    if spec in ("summary", "decomposed"):
+        return
+    try:
+        make_memory(spec)
+    except ConfigError:
+        raise ConfigError(f"memory: must be full, recent:K, summary or decomposed; got {spec!r}") from None
+
+
+@dataclass(frozen=True)
+class AgentSpec(Config):
+    """One deliberating agent; empty fields fall back to the config's defaults."""
+
+    name: str = param("", check=_check_name, help="unique agent name (required)")
+    personality: str = param("", help="personality text (system prompt); empty: default_personality")
+    model: str = param("", help="LLM model; empty: default_model, then --model")
+    temperature: float | None = param(None, lo=0.0, hi=2.0, help="sampling temperature; empty: temperature")
+
+
+@dataclass(frozen=True)
+class LoggingOptions(Config):
+    """What the agent-centric JSON (``experiment.json``) holds; the trace is always complete."""
+
+    enabled: bool = param(True, help="write experiment.json")
+    capture_raw_inputs: bool = param(False, help="store every prompt (system and user) sent")
+    capture_raw_outputs: bool = param(True, help="store every raw model reply")
+    capture_memory_steps: bool = param(True, help="store each step of decomposed memory")
+    include_times: bool = param(True, help="store simulated ask/reply times")
+
+
+DEFAULT_AGENTS = (
+    AgentSpec("Agent_1", "You are an economist focused on efficiency and optimal resource allocation."),
+    AgentSpec(
+        "Agent_2", "You are a philosopher concerned with justice and fairness for all members of society."
+    ),
+    AgentSpec("Agent_3", "You are a pragmatist who focuses on what works in practice rather than theory."),
+)
+
+
+@dataclass(frozen=True)
+class VeilConfig(Config):
+    """One deliberation behind the veil of ignorance.
+
+    The first ``n_agents`` entries of ``agents`` take part; missing agents are
+    ``Agent_<i>`` with the default personality and model.
+    """
+
+    experiment_id: str = param("default", check=_check_name, help="label stored in experiment.json")
+    n_agents: int = param(3, lo=2, hi=50, help="number of deliberating agents")
+    agents: tuple[AgentSpec, ...] = param(DEFAULT_AGENTS, help="named agents (YAML list)")
+    default_personality: str = param(DEFAULT_PERSONALITY, help="personality of unlisted agents")
+    default_model: str = param("", help="model of agents that name none; empty: --model")
+    feedback_model: str = param("", help="model of the interviewer; empty: default_model")
+    temperature: float = param(0.7, lo=0.0, hi=2.0, help="sampling temperature of agents that set none")
+    max_output_tokens: int = param(400, lo=32, hi=8192, help="completion budget per call")
+    max_rounds: int = param(5, lo=1, hi=100, help="most deliberation rounds")
+    timeout_s: float = param(
+        3600.0, lo=1.0, help="simulated seconds of deliberation after which no new round starts"
+    )
+    decision_rule: str = param(
+        "unanimity", check=check_with(decision_rule), help="unanimity, majority, plurality or threshold:Q"
+    )
+    memory: str = param(
+        "full", check=check_with(check_memory), help="full, recent:K, summary or decomposed (LLM-written)"
+    )
+    speaking_order: str = param("random", choices=ORDER_POLICIES, help="order of turns within a round")
+    announce_choices: bool = param(True, help="after a round without agreement, post every agent's choice")
+    classes: tuple[str, ...] = param(CLASSES, help="income class names, highest first")
+    class_weights: tuple[float, ...] = param((), help="probability of each class; empty: equal")
+    distributions: tuple[Distribution, ...] = param(DISTRIBUTIONS, help="the distribution set")
+    logging: LoggingOptions = param(LoggingOptions(), help="contents of experiment.json")
+    persuasion: float = param(
+        0.15, lo=0.0, hi=5.0, help="stub behaviour: pull of others' positions, per round of exposure"
+    )
+    preference_noise: float = param(
+        0.3, lo=0.0, hi=5.0, help="stub behaviour: spread of agents' latent preferences"
+    )
+    choice_noise: float = param(
+        0.5, lo=0.0, hi=5.0, help="stub behaviour: choice randomness, times the temperature"
+    )
+
+    def check(self) -> None:
+        names = [a.name for a in self.agents]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"agents: names must be unique; {dup[0]!r} appears more than once")
+        if not self.distributions:
+            raise ConfigError("distributions: must list at least one distribution")
+        for i, d in enumerate(self.distributions):
+            if len(d.incomes) != len(self.classes):
+                raise ConfigError(
+                    f"distributions[{i}].incomes: must give one income per class ({len(self.classes)}); "
+                    f"got {len(d.incomes)}"
+                )
+        if self.class_weights and (
+            len(self.class_weights) != len(self.classes)
+            or any(type(w) not in (int, float) or w < 0 for w in self.class_weights)
+            or sum(self.class_weights) <= 0
+        ):
+            raise ConfigError(
+                f"class_weights: must be empty or {len(self.classes)} non-negative numbers with a positive "
+                f"sum; got {list(self.class_weights)!r}"
+            )
+
+    def roster(self) -> tuple[AgentSpec, ...]:
+        """The deliberating agents, with every default filled in."""
+        listed = list(self.agents[: self.n_agents])
+        taken = {a.name for a in listed}
+        i = 1
+        while len(listed) < self.n_agents:
+            name = f"Agent_{i}"
+            if name not in taken:
+                listed.append(AgentSpec(name))
+                taken.add(name)
+            i += 1
+        return tuple(
+            AgentSpec(
+                a.name,
+                a.personality or self.default_personality,
+                a.model or self.default_model,
+                self.temperature if a.temperature is None else a.temperature,
+            )
+            for a in listed
+        )

@@ -1,0 +1,234 @@
+"""``python -m simcore.batch SCENARIO --trials N [--grid FIELD=V1,V2 ...] [...]``.
+
+Runs a parameter sweep / Monte Carlo of any scenario; see ``--help`` and the
+README's "Batch runner" section. Exit status: 0 when every planned trial finished
+"ok", 1 when some failed, were skipped or are pending, 2 on bad input (one line,
+nothing written), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from backends.registry import BACKENDS, BackendSpec
+from simcore.batch.executors import EXECUTORS, SweepAborted
+from simcore.batch.plan import SEED_SCOPES, parse_values
+from simcore.batch.report import format_summary
+from simcore.batch.store import read_definition
+from simcore.batch.sweep import default_out, estimate_cost, plan_sweep, run_sweep
+from simcore.cli import (
+    OneLineParser,
+    add_config_args,
+    backend_spec,
+    fail,
+    load_config_file,
+    parse_seed,
+)
+from simcore.config import ConfigError, coerce_field
+from simcore.scenario import Scenario, load_scenario
+
+PROG = "python -m simcore.batch"
+
+
+def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLineParser:
+    """The batch parser; with a scenario, its config fields become flags too.
+
+    Without ``add_help`` (the first pass, which only looks for the scenario) the
+    scenario argument is optional.
+    """
+    parser = OneLineParser(
+        prog=PROG,
+        add_help=add_help,
+        description=(
+            "Run a parameter sweep / Monte Carlo of a scenario: the Cartesian product of "
+            "--grid values x the condition axis x --trials seeds. Writes one run directory "
+            "per trial, results.csv/.parquet, summary.json/.csv and plots/metrics.png into "
+            "the sweep directory. Fixed config fields are set with the scenario's own flags "
+            "(below) or --config."
+        ),
+    )
+    parser.add_argument("scenario", nargs=None if add_help else "?",
+                        help="scenario package under scenarios/ (e.g. context_corrosion)")
+    g = parser.add_argument_group("sweep")
+    g.add_argument("--trials", type=str, default=None, metavar="N",
+                   help="trials (seeds) per grid cell and condition (required unless --resume)")
+    g.add_argument("--grid", action="append", default=None, metavar="FIELD=V1,V2",
+                   help="a config field and its values; repeat for more fields (the grid is their "
+                        "Cartesian product). Values holding commas: FIELD='[\"a,b\", \"c\"]' (JSON)")
+    g.add_argument("--conditions", default=None, metavar="FIELD=A,B|none",
+                   help="the compared axis; conditions of a cell share trial seeds (default: the "
+                        "scenario's counterfactual, e.g. biased=true,false; 'none' for no axis)")
+    g.add_argument("--seed", default=None, help="sweep seed, 0..2**32-1; every trial seed derives from it (default: 42)")
+    g.add_argument("--seed-scope", default=None, choices=SEED_SCOPES,
+                   help="cell: independent trial seeds per grid cell (default); sweep: the same "
+                        "trial seeds in every cell (common random numbers across the grid)")
+    g.add_argument("--config", metavar="FILE", default=None, help="YAML file of fixed config fields")
+    r = parser.add_argument_group("execution")
+    r.add_argument("--executor", default=None, choices=EXECUTORS,
+                   help="local: process pool (default); serial; asyncio: many trials on one event "
+                        "loop (LLM-bound work); dask: a Dask cluster (default when --address is given)")
+    r.add_argument("--workers", type=str, default=None, metavar="W",
+                   help="processes for local and for a Dask LocalCluster (default: CPU count)")
+    r.add_argument("--address", default=None, metavar="ADDR",
+                   help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (workers must "
+                        "import simcore and see the sweep directory); without it, dask starts a LocalCluster")
+    r.add_argument("--concurrency", type=str, default="32", metavar="C",
+                   help="trials in flight at once with --executor asyncio (default: 32)")
+    r.add_argument("--budget-usd", default=None, metavar="X",
+                   help="cap on the cost of the whole sweep: stop dispatching when spent plus the "
+                        "expected cost of the next trials would pass it; the rest are 'skipped'")
+    r.add_argument("--fail-fast", action="store_true", help="stop dispatching after the first failed trial")
+    r.add_argument("--backend", default=None, help=f"LLM backend: {', '.join(BACKENDS)} (default: stub)")
+    r.add_argument("--model", default=None, help="model for agents that name none")
+    r.add_argument("--base-url", default=None, help="endpoint of an HTTP backend")
+    o = parser.add_argument_group("output")
+    o.add_argument("--out", default=None, metavar="DIR",
+                   help="the sweep directory (default: runs/sweeps/<scenario>-<sweep id>)")
+    o.add_argument("--resume", action="store_true",
+                   help="finish the sweep in --out after a crash, kill or budget stop; flags not given "
+                        "are taken from its sweep.json, flags given must match it")
+    o.add_argument("--dry-run", action="store_true",
+                   help="validate, print the plan and the cost estimate, write nothing")
+    o.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--no-plot", action="store_true", help="skip plots/metrics.png")
+    if scenario is not None:
+        add_config_args(parser, scenario.config_type)
+    return parser
+
+
+def _int(name: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}: must be an integer >= 1, got {value!r}") from None
+
+
+def resolve(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
+    """Turn the flags (and, on --resume, the stored sweep) into run_sweep arguments."""
+    stored = None
+    if args.resume:
+        if args.out is None:
+            raise ConfigError("resume: needs --out DIR, the sweep directory to finish")
+        stored = read_definition(args.out) if Path(args.out).is_dir() else None
+        if stored is None:
+            raise ConfigError(f"resume: {args.out} holds no sweep to resume (no sweep.json)")
+    ctype = scenario.config_type
+    names = [f.name for f in dataclasses.fields(ctype)]
+
+    base: dict[str, Any] = dict(stored["base_config"]) if stored else {}
+    if args.config:
+        base.update(load_config_file(args.config))
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            base[name] = coerce_field(ctype, name, value)
+
+    trials = _int("trials", args.trials)
+    if trials is None:
+        if stored is None:
+            raise ConfigError("trials: --trials N is required (an integer >= 1)")
+        trials = stored["trials"]
+    if args.grid is not None:
+        grid = [parse_values(text, "grid") for text in args.grid]
+    else:
+        grid = [tuple(item) for item in stored["grid"]] if stored else []
+    if args.conditions is not None:
+        conditions: Any = None if args.conditions.strip().lower() == "none" else parse_values(args.conditions, "conditions")
+    elif stored is not None:
+        conditions = None if stored["conditions"] is None else tuple(stored["conditions"])
+    else:
+        conditions = "default"
+    cname = conditions[0] if isinstance(conditions, tuple) else None
+    if conditions == "default" and scenario.counterfactual is not None:
+        cname = scenario.counterfactual[0]
+    if cname is not None and getattr(args, cname, None) is not None:
+        flag = cname.replace("_", "-")
+        raise ConfigError(f"conditions: {cname} is the condition axis; drop --{flag} or pass --conditions none")
+    seed = parse_seed(args.seed) if args.seed is not None else (stored["seed"] if stored else 42)
+    seed_scope = args.seed_scope or (stored["seed_scope"] if stored else "cell")
+    if args.backend is None and args.model is None and args.base_url is None and stored:
+        spec = BackendSpec.from_dict(stored["backend"])
+    else:
+        ns = argparse.Namespace(backend=args.backend or "stub", model=args.model, base_url=args.base_url)
+        spec = backend_spec(ns)
+    return {
+        "trials": trials, "grid": grid, "conditions": conditions, "base": base,
+        "seed": seed, "seed_scope": seed_scope, "spec": spec,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the batch command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # First pass: find the scenario (its config fields are the rest of the flags).
+    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
+    scenario = None
+    if known.scenario:
+        try:
+            scenario = load_scenario(known.scenario)
+        except ValueError as exc:
+            fail(str(exc))
+    args = build_parser(scenario).parse_args(argv)
+    assert scenario is not None  # parse_args requires the positional
+    say = (lambda msg: print(msg, file=sys.stderr))
+    out = args.out
+    try:
+        kw = resolve(scenario, args)
+        plan = plan_sweep(scenario, kw.pop("trials"), kw.pop("grid"), **kw)
+        if args.dry_run:
+            print(describe_plan(plan, args.out))
+            print(estimate_cost(plan).describe(plan.jobs))
+            return 0
+        out = args.out or str(default_out(plan))
+        df = run_sweep(
+            scenario, plan.trials, plan=plan,
+            executor=args.executor, workers=_int("workers", args.workers),
+            address=args.address, concurrency=_int("concurrency", args.concurrency),
+            out=out, resume=args.resume, budget_usd=args.budget_usd, fail_fast=args.fail_fast,
+            progress=not args.no_progress, plot=not args.no_plot, echo=say,
+        )
+    except ConfigError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        say(f"interrupted; finished trials are saved. Finish with: {PROG} {scenario.name} --resume --out {out}")
+        return 130
+    except SweepAborted as exc:
+        say(f"sweep aborted ({exc}); finished trials are saved. Finish with: "
+            f"{PROG} {scenario.name} --resume --out {out}")
+        return 1
+    summary = df.attrs["summary"]
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        print(format_summary(plan, summary))
+        print()
+        for name, path in summary["files"].items():
+            print(f"{name}: {path}")
+    return 0 if summary["n_ok"] == summary["n_planned"] else 1
+
+
+def describe_plan(plan: Any, out: str | None) -> str:
+    """The --dry-run report."""
+    grid = ", ".join(f"{n}={list(v)}" for n, v in plan.grid) or "(no grid)"
+    cond = "none" if plan.conditions is None else ", ".join(plan.condition_labels)
+    return "\n".join([
+        f"scenario: {plan.scenario.name}",
+        f"sweep id: {plan.sweep_id} -> {out or default_out(plan)}",
+        f"grid: {grid} ({len(plan.cells)} cells)",
+        f"conditions: {cond}",
+        f"trials per cell and condition: {plan.trials} (seed {plan.seed}, seed scope {plan.seed_scope})",
+        f"total trials: {len(plan.jobs)}",
+        f"backend: {plan.spec.name}, model {plan.spec.model}",
+    ])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

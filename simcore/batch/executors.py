@@ -1,0 +1,283 @@
+"""Executors: where the trials of a sweep run.
+
+- ``serial``: one after another in this process.
+- ``asyncio``: many trials at once on one event loop in this process (bounded by
+  ``concurrency``); for LLM-bound work, where trials wait on the network.
+- ``local``: a pool of worker processes on this machine (the default; for the
+  stub and other CPU-bound work).
+- ``dask``: a Dask distributed cluster, either a running scheduler (``address``)
+  or a LocalCluster started for the sweep. Workers write run directories into the
+  sweep directory, so remote workers need it on a shared filesystem.
+
+All of them pull work from a :class:`Dispatcher`, which hands out matched groups
+of trials while the budget allows, and feed each finished trial back to it. The
+results never depend on the executor: every trial's seed and config are fixed in
+the plan, and rows are put in plan order afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import multiprocessing
+import os
+from typing import Any, Callable, Iterable, Iterator
+
+from simcore.batch.plan import TrialJob
+from simcore.batch.worker import WorkerContext, execute, execute_async
+
+EXECUTORS = ("local", "serial", "asyncio", "dask")
+
+
+class SweepAborted(RuntimeError):
+    """The executor itself failed (e.g. a worker process died); the sweep can resume."""
+
+
+class Budget:
+    """Stops dispatching when the sweep's cost would pass a cap.
+
+    A group of trials is dispatched only if ``spent + expected cost of trials in
+    flight + expected cost of the group <= cap``. A trial's expected cost is the
+    mean cost of the finished trials of its cell and condition, or else the pilot
+    estimate for them, or else the mean over all finished trials.
+
+    Args:
+        cap: The most the whole sweep may cost, in USD.
+        spent: What earlier (resumed) trials already cost.
+        estimates: Pilot cost per trial by (cell, condition).
+    """
+
+    def __init__(self, cap: float, spent: float = 0.0, estimates: dict[tuple[int, int], float] | None = None) -> None:
+        self.cap = cap
+        self.spent = spent
+        self.estimates = estimates or {}
+        self.inflight: dict[int, float] = {}
+        self._sums: dict[tuple[int, int], tuple[float, int]] = {}
+        self._total = (0.0, 0)
+
+    def expected(self, job: TrialJob) -> float:
+        """Expected cost of ``job``."""
+        s, n = self._sums.get((job.cell, job.condition), (0.0, 0))
+        if n:
+            return s / n
+        if (job.cell, job.condition) in self.estimates:
+            return self.estimates[(job.cell, job.condition)]
+        s, n = self._total
+        return s / n if n else 0.0
+
+    def allows(self, group: list[TrialJob]) -> bool:
+        """Whether ``group`` fits in what is left."""
+        want = sum(self.expected(j) for j in group)
+        return self.spent + sum(self.inflight.values()) + want <= self.cap
+
+    def start(self, job: TrialJob) -> None:
+        self.inflight[job.index] = self.expected(job)
+
+    def finish(self, job: TrialJob, cost: float) -> None:
+        self.inflight.pop(job.index, None)
+        self.spent += cost
+        s, n = self._sums.get((job.cell, job.condition), (0.0, 0))
+        self._sums[(job.cell, job.condition)] = (s + cost, n + 1)
+        self._total = (self._total[0] + cost, self._total[1] + 1)
+
+
+class Dispatcher:
+    """Hands out groups of trials and takes their outcomes back.
+
+    Args:
+        groups: Matched groups of jobs still to run, in dispatch order.
+        on_done: Called with (job, outcome) as each trial finishes.
+        budget: The cost cap, or None.
+        fail_fast: Stop dispatching after the first failed trial.
+    """
+
+    def __init__(
+        self,
+        groups: Iterable[list[TrialJob]],
+        on_done: Callable[[TrialJob, dict[str, Any]], None],
+        budget: Budget | None = None,
+        fail_fast: bool = False,
+    ) -> None:
+        self._groups: Iterator[list[TrialJob]] = iter(groups)
+        self._on_done = on_done
+        self.budget = budget
+        self.fail_fast = fail_fast
+        self.stop_reason: str | None = None
+        self.dispatched: set[int] = set()
+
+    def next_group(self) -> list[TrialJob] | None:
+        """The next group to run, or None when done or stopped."""
+        if self.stop_reason is not None:
+            return None
+        group = next(self._groups, None)
+        if group is None:
+            self.stop_reason = "done"
+            return None
+        if self.budget is not None and not self.budget.allows(group):
+            self.stop_reason = "budget"
+            return None
+        for job in group:
+            self.dispatched.add(job.index)
+            if self.budget is not None:
+                self.budget.start(job)
+        return group
+
+    def done(self, job: TrialJob, outcome: dict[str, Any]) -> None:
+        """Record a finished trial."""
+        if self.budget is not None:
+            self.budget.finish(job, outcome["cost_usd"])
+        if self.fail_fast and outcome["status"] != "ok" and self.stop_reason is None:
+            self.stop_reason = "fail-fast"
+        self._on_done(job, outcome)
+
+
+def _drive(
+    submit: Callable[[TrialJob], Any],
+    wait_first: Callable[[list[Any]], Iterable[Any]],
+    result: Callable[[Any], dict[str, Any]],
+    dispatcher: Dispatcher,
+    capacity: int,
+) -> None:
+    """Keep up to ``capacity`` trials in flight until the dispatcher runs dry."""
+    buffer: list[TrialJob] = []
+    pending: dict[Any, TrialJob] = {}
+    while True:
+        while len(pending) < capacity:
+            if not buffer:
+                buffer = list(dispatcher.next_group() or [])
+                if not buffer:
+                    break
+            job = buffer.pop(0)
+            pending[submit(job)] = job
+        if not pending:
+            return
+        for fut in sorted(wait_first(list(pending)), key=lambda f: pending[f].index):
+            job = pending.pop(fut)
+            try:
+                out = result(fut)
+            except Exception as exc:
+                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+            dispatcher.done(job, out)
+
+
+def run_serial(ctx: WorkerContext, dispatcher: Dispatcher) -> None:
+    """Run the trials one after another in this process."""
+    while (group := dispatcher.next_group()) is not None:
+        for job in group:
+            try:
+                out = execute(ctx, job)
+            except Exception as exc:
+                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+            dispatcher.done(job, out)
+
+
+def run_asyncio(ctx: WorkerContext, dispatcher: Dispatcher, concurrency: int) -> None:
+    """Run up to ``concurrency`` trials at once on one event loop."""
+
+    async def main() -> None:
+        buffer: list[TrialJob] = []
+        pending: dict[asyncio.Task[dict[str, Any]], TrialJob] = {}
+        while True:
+            while len(pending) < concurrency:
+                if not buffer:
+                    buffer = list(dispatcher.next_group() or [])
+                    if not buffer:
+                        break
+                job = buffer.pop(0)
+                pending[asyncio.ensure_future(execute_async(ctx, job))] = job
+            if not pending:
+                return
+            done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: pending[t].index):
+                job = pending.pop(task)
+                try:
+                    out = task.result()
+                except Exception as exc:
+                    for other in pending:
+                        other.cancel()
+                    raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+                dispatcher.done(job, out)
+
+    asyncio.run(main())
+
+
+def _init_worker(threads: int) -> None:
+    # Several workers on few cores: keep each one's numeric libraries (torch for
+    # embeddings, BLAS) from starting a thread per core and oversubscribing.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def run_local(ctx: WorkerContext, dispatcher: Dispatcher, workers: int) -> None:
+    """Run the trials on a pool of ``workers`` processes (spawned, not forked)."""
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    pool = cf.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(threads,),
+    )
+    try:
+        _drive(
+            lambda job: pool.submit(execute, ctx, job),
+            lambda fs: cf.wait(fs, return_when=cf.FIRST_COMPLETED).done,
+            lambda fut: fut.result(),
+            dispatcher,
+            capacity=2 * workers,
+        )
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: str | None) -> None:
+    """Run the trials on a Dask cluster: the scheduler at ``address``, or a LocalCluster."""
+    import logging
+    import uuid
+
+    from distributed import Client, LocalCluster, wait
+
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.WARNING,
+        )
+        client = Client(cluster)
+    else:
+        client = Client(address, timeout="30s")
+    # Keys unique to this run: a long-lived scheduler must never hand back a result
+    # computed for another sweep directory.
+    token = uuid.uuid4().hex[:8]
+    try:
+        slots = sum(client.nthreads().values()) or workers
+        _drive(
+            lambda job: client.submit(execute, ctx, job, key=f"simcore-{token}-{job.run_id}", pure=False),
+            lambda fs: wait(fs, return_when="FIRST_COMPLETED").done,
+            lambda fut: fut.result(),
+            dispatcher,
+            capacity=2 * slots,
+        )
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_with(
+    executor: str, ctx: WorkerContext, dispatcher: Dispatcher, *, workers: int, address: str | None, concurrency: int
+) -> None:
+    """Run the dispatcher's trials on the named executor (see :data:`EXECUTORS`)."""
+    if executor == "serial":
+        run_serial(ctx, dispatcher)
+    elif executor == "asyncio":
+        run_asyncio(ctx, dispatcher, concurrency)
+    elif executor == "local":
+        run_local(ctx, dispatcher, workers)
+    elif executor == "dask":
+        run_dask(ctx, dispatcher, workers, address)
+    else:
+        raise ValueError(f"executor: must be one of {', '.join(EXECUTORS)}; got {executor!r}")

@@ -1,0 +1,369 @@
+"""The results of a sweep: the per-trial table, the summary and the plot.
+
+- ``results.csv`` / ``results.parquet``: one row per planned trial (see
+  :func:`build_table`; metrics are ``metric_<name>`` columns).
+- ``summary.json`` / ``summary.csv``: per cell and condition, n and each metric's
+  mean, std and 95% CI (:func:`simcore.stats.describe`, over trials with status
+  "ok"), plus comparisons between conditions: the scenario's own ``compare`` when
+  it has one, otherwise paired t-tests, Welch tests, Cohen's d and paired bootstrap
+  CIs per metric, Holm-adjusted across metrics.
+- ``plots/metrics.png``: each metric's mean and 95% CI across the grid, one line
+  per condition.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from backends.base import canonical_json
+from simcore import stats
+from simcore.batch.plan import NO_CONDITION, SweepPlan
+from simcore.records import atomic_write, read_json, write_json
+from simcore.rng import derive_seed
+
+METRIC_PREFIX = "metric_"
+TIMING_COLUMNS = ("wall_s", "total_s")
+USAGE_COLUMNS = ("calls", "llm_errors", "prompt_tokens", "completion_tokens", "tokens", "cost_usd", "unpriced_models")
+STATUSES = ("ok", "error", "skipped", "pending")
+
+
+def build_table(
+    plan: SweepPlan, finished: Mapping[int, Mapping[str, Any]], unrun: Mapping[int, str]
+) -> pd.DataFrame:
+    """One row per planned trial, in plan order.
+
+    Args:
+        plan: The sweep plan.
+        finished: Outcomes of finished trials by plan index.
+        unrun: For trials that did not run: "skipped: <reason>" or "pending".
+    """
+    cells = plan.cells
+    labels = plan.condition_labels
+    sweep_id = plan.sweep_id
+    rows: list[dict[str, Any]] = []
+    metric_names: list[str] = []
+    for job in plan.jobs:
+        row: dict[str, Any] = {"sweep_id": sweep_id, "scenario": plan.scenario.name, "cell": job.cell}
+        row.update(cells[job.cell])
+        row["condition"] = labels[job.condition]
+        if plan.conditions is not None:
+            row[plan.conditions[0]] = plan.conditions[1][job.condition]
+        row.update(trial=job.trial, seed=job.seed, run_id=job.run_id)
+        out = finished.get(job.index)
+        if out is None:
+            status, _, reason = unrun.get(job.index, "pending").partition(": ")
+            row.update(status=status, error=reason or None)
+        else:
+            row.update(status=out["status"], error=out["error"])
+            for name, value in out["metrics"].items():
+                if name not in metric_names:
+                    metric_names.append(name)
+                row[METRIC_PREFIX + name] = value
+            for col in (*USAGE_COLUMNS, "trace_sha256", "run_dir", *TIMING_COLUMNS):
+                row[col] = out.get(col)
+        rows.append(row)
+    front = ["sweep_id", "scenario", "cell", *(n for n, _ in plan.grid), "condition"]
+    if plan.conditions is not None:
+        front.append(plan.conditions[0])
+    front += ["trial", "seed", "run_id", "status", "error"]
+    columns = front + [METRIC_PREFIX + m for m in metric_names]
+    columns += [*USAGE_COLUMNS, "trace_sha256", "run_dir", *TIMING_COLUMNS]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def metric_columns(df: pd.DataFrame) -> list[str]:
+    """The numeric metric columns of a results table."""
+    return [
+        c for c in df.columns
+        if c.startswith(METRIC_PREFIX) and pd.api.types.is_numeric_dtype(df[c])
+    ]
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf to None, numpy scalars to Python, recursively (strict JSON)."""
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
+    """Per-cell, per-condition descriptive statistics and condition comparisons."""
+    metrics = metric_columns(df)
+    groups = []
+    for (cell, condition), sub in df.groupby(["cell", "condition"], sort=False):
+        ok = sub[sub["status"] == "ok"]
+        groups.append({
+            "cell": int(cell),
+            "params": plan.cells[int(cell)],
+            "condition": condition,
+            "n": int(len(ok)),
+            "n_error": int((sub["status"] == "error").sum()),
+            "n_skipped": int((sub["status"] == "skipped").sum()),
+            "n_pending": int((sub["status"] == "pending").sum()),
+            "cost_usd": float(sub["cost_usd"].fillna(0).sum()),
+            "tokens": int(sub["tokens"].fillna(0).sum()),
+            "metrics": {m[len(METRIC_PREFIX):]: stats.describe(ok[m].tolist()).to_dict() for m in metrics},
+        })
+    counts = df["status"].value_counts()
+    skipped = df[df["status"] == "skipped"]
+    return _clean({
+        "sweep_id": plan.sweep_id,
+        "scenario": plan.scenario.name,
+        "definition": plan.definition(),
+        "n_planned": int(len(df)),
+        **{f"n_{s}": int(counts.get(s, 0)) for s in STATUSES},
+        "cost_usd": float(df["cost_usd"].fillna(0).sum()),
+        "tokens": int(df["tokens"].fillna(0).sum()),
+        "skipped": [{"run_id": r, "reason": e} for r, e in zip(skipped["run_id"], skipped["error"])],
+        "groups": groups,
+        "comparisons": compare_conditions(plan, df, sweep_dir, metrics),
+    })
+
+
+def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str]) -> list[dict[str, Any]]:
+    """Compare each condition with the first one, within every cell, on matched trials.
+
+    Only trials whose every compared condition finished "ok" are used, so the two
+    lists stay paired by trial seed.
+    """
+    if plan.conditions is None:
+        return []
+    labels = plan.condition_labels
+    out = []
+    for cell, sub in df.groupby("cell", sort=False):
+        ok = sub[sub["status"] == "ok"]
+        ref = ok[ok["condition"] == labels[0]].set_index("trial")
+        for k, label in enumerate(labels[1:], start=1):
+            other = ok[ok["condition"] == label].set_index("trial")
+            trials = sorted(set(ref.index) & set(other.index))
+            a, b = ref.loc[trials], other.loc[trials]
+            entry: dict[str, Any] = {
+                "cell": int(cell),
+                "params": plan.cells[int(cell)],
+                "a": labels[0],
+                "b": label,
+                "n_pairs": len(trials),
+            }
+            if plan.scenario.compare is not None:
+                entry["method"] = "scenario"
+                try:
+                    res_a = [read_json(sweep_dir / d / "results.json") for d in a["run_dir"]]
+                    res_b = [read_json(sweep_dir / d / "results.json") for d in b["run_dir"]]
+                    entry["result"] = plan.scenario.compare(res_a, res_b)
+                except Exception as exc:  # noqa: BLE001 - a failing statistic must not lose the sweep
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+            else:
+                entry["method"] = "generic"
+                entry["result"] = generic_compare(
+                    a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}")
+                )
+            out.append(entry)
+    return out
+
+
+def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int) -> dict[str, Any]:
+    """Per metric: means, the paired difference a - b with a bootstrap 95% CI, a
+    paired t-test, a Welch test and Cohen's d; p-values Holm-adjusted across metrics."""
+    result: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        # scipy warns about precision loss for nearly constant differences; the
+        # figures are still reported, and the warning would only clutter the CLI.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for m in metrics:
+            result[m[len(METRIC_PREFIX):]] = _compare_metric(a[m].tolist(), b[m].tolist(), seed)
+    adjusted = stats.holm([r["paired_p"] for r in result.values()])
+    for r, p_adj in zip(result.values(), adjusted):
+        r["paired_p_holm"] = p_adj
+    return result
+
+
+def _compare_metric(xa: list[Any], xb: list[Any], seed: int) -> dict[str, Any]:
+    lo, hi = stats.bootstrap_mean_diff_ci(xa, xb, paired_samples=True, seed=seed)
+    da, db = stats.describe(xa), stats.describe(xb)
+    p, w = stats.paired(xa, xb), stats.welch(xa, xb)
+    if xa and np.array_equal(np.asarray(xa, dtype=float), np.asarray(xb, dtype=float), equal_nan=True):
+        # Equal in every pair (e.g. a metric that echoes the config): nothing to
+        # test, and it must not inflate the Holm family.
+        p, w = {"t_statistic": None, "p_value": None}, {"p_value": None}
+    return {
+        "mean_a": da.mean,
+        "mean_b": db.mean,
+        "diff": None if da.mean is None or db.mean is None else da.mean - db.mean,
+        "diff_ci_low": lo,
+        "diff_ci_high": hi,
+        "paired_t": p["t_statistic"],
+        "paired_p": p["p_value"],
+        "welch_p": w["p_value"],
+        "cohen_d": stats.cohen_d(xa, xb),
+    }
+
+
+def summary_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
+    """The long summary table: one row per cell, condition and metric."""
+    rows = []
+    for g in summary["groups"]:
+        for metric, d in g["metrics"].items():
+            rows.append({
+                "cell": g["cell"], **g["params"], "condition": g["condition"], "metric": metric,
+                "n": d["n"], "mean": d["mean"], "std": d["std"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+            })
+    cols = ["cell", *(n for n, _ in plan.grid), "condition", "metric", "n", "mean", "std", "ci_low", "ci_high"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def comparison_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
+    """Generic comparisons as a table (empty when the scenario has its own)."""
+    rows = []
+    for c in summary["comparisons"]:
+        if c["method"] != "generic":
+            continue
+        for metric, r in c["result"].items():
+            rows.append({"cell": c["cell"], **c["params"], "a": c["a"], "b": c["b"], "metric": metric,
+                         "n_pairs": c["n_pairs"], **r})
+    return pd.DataFrame(rows)
+
+
+def write_outputs(plan: SweepPlan, df: pd.DataFrame, summary: Mapping[str, Any], sweep_dir: Path,
+                  plot: bool = True) -> dict[str, str]:
+    """Write the tables, the summary and the plot; return their paths."""
+    files = {
+        "results_csv": sweep_dir / "results.csv",
+        "results_parquet": sweep_dir / "results.parquet",
+        "summary_json": sweep_dir / "summary.json",
+        "summary_csv": sweep_dir / "summary.csv",
+    }
+    atomic_write(files["results_csv"], df.to_csv(index=False))
+    atomic_write(files["results_parquet"], df.to_parquet(index=False))
+    atomic_write(files["summary_csv"], summary_frame(plan, summary).to_csv(index=False))
+    if plot and metric_columns(df) and (df["status"] == "ok").any():
+        files["plot"] = sweep_dir / "plots" / "metrics.png"
+        plot_metrics(plan, summary, files["plot"])
+    out = {k: str(v) for k, v in files.items()}
+    write_json(files["summary_json"], {**summary, "files": out})
+    return out
+
+
+def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> None:
+    """Each metric's mean and 95% CI across the grid, one line per condition.
+
+    The x axis is the first grid field with more than one value; the other grid
+    fields and the condition make separate lines. Without a grid, the x axis is the
+    condition.
+    """
+    # A bare Figure (no pyplot): no global backend switch in the caller's process.
+    from matplotlib.figure import Figure
+
+    groups = summary["groups"]
+    metrics = list(groups[0]["metrics"]) if groups else []
+    varying = [name for name, values in plan.grid if len(values) > 1]
+    xname = varying[0] if varying else None
+
+    def xkey(g: Mapping[str, Any]) -> Any:
+        return g["condition"] if xname is None else g["params"][xname]
+
+    def line(g: Mapping[str, Any]) -> str:
+        parts = [] if xname is None or g["condition"] == NO_CONDITION else [g["condition"]]
+        return ", ".join(parts + [f"{k}={v}" for k, v in g["params"].items() if k != xname and k in varying])
+
+    xs = list(dict.fromkeys(xkey(g) for g in groups)) if xname is None else list(dict(plan.grid)[xname])
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    pos = {x: (x if numeric else i) for i, x in enumerate(xs)}
+    ncols = min(3, max(1, len(metrics)))
+    nrows = math.ceil(len(metrics) / ncols)
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    lines = list(dict.fromkeys(line(g) for g in groups))
+    offsets = {name: 0.0 for name in lines}
+    if xname is not None and len(lines) > 1:
+        # Nudge lines sideways so that overlapping error bars stay readable.
+        span = (max(pos.values()) - min(pos.values()) if numeric and len(xs) > 1 else len(xs)) or 1.0
+        step = 0.012 * span
+        offsets = {name: (i - (len(lines) - 1) / 2) * step for i, name in enumerate(lines)}
+    for ax, metric in zip(axes.flat, metrics):
+        for name in lines:
+            pts = [(pos[xkey(g)] + offsets[name], g["metrics"][metric]) for g in groups if line(g) == name]
+            pts = [(x, d) for x, d in pts if d["mean"] is not None]
+            if not pts:
+                continue
+            x = [p[0] for p in pts]
+            y = [p[1]["mean"] for p in pts]
+            lo = [p[1]["mean"] - p[1]["ci_low"] if p[1]["ci_low"] is not None else 0.0 for p in pts]
+            hi = [p[1]["ci_high"] - p[1]["mean"] if p[1]["ci_high"] is not None else 0.0 for p in pts]
+            ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3,
+                        linestyle="-" if xname is not None else "none", label=name or None)
+        ax.set_title(metric)
+        ax.set_xlabel(xname or "condition")
+        ax.set_ylabel(f"{metric} (mean, 95% CI)")
+        if not numeric:
+            ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=20 if len(xs) > 3 else 0)
+            ax.set_xlim(-0.5, len(xs) - 0.5)
+        elif len(xs) <= 12:
+            ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.grid(alpha=0.3)
+        if any(lines) and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    fixed = ", ".join(f"{n}={v[0]}" for n, v in plan.grid if len(v) == 1)
+    fig.suptitle(
+        f"{plan.scenario.name} sweep {plan.sweep_id}: up to {plan.trials} trials per point"
+        + (f" ({fixed})" if fixed else "")
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", dpi=110)
+    tmp.replace(path)
+
+
+def format_summary(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
+    """The printed report: status counts, the per-cell table and the comparisons."""
+    lines = [
+        f"sweep {summary['sweep_id']} ({summary['scenario']}): {summary['n_planned']} trials planned, "
+        + ", ".join(f"{summary['n_' + s]} {s}" for s in STATUSES if summary["n_" + s] or s == "ok")
+        + f"; tokens {summary['tokens']:,}, cost ${summary['cost_usd']:.4f}",
+        "",
+    ]
+    table = summary_frame(plan, summary)
+    if not table.empty:
+        lines.append(table.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    comps = comparison_frame(plan, summary)
+    if not comps.empty:
+        cols = [c for c in comps.columns if c not in ("cell", "welch_p", "paired_t")]
+        lines += ["", "comparisons (a - b, paired by trial seed):",
+                  comps[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    for c in summary["comparisons"]:
+        if c["method"] != "scenario":
+            continue
+        where = ", ".join(f"{k}={v}" for k, v in c["params"].items()) or "all"
+        lines += ["", f"{plan.scenario.name} comparison, cell {where}: {c['a']} vs {c['b']} ({c['n_pairs']} pairs)"]
+        if "error" in c:
+            lines.append(f"  failed: {c['error']}")
+        else:
+            lines += [f"  {k}: {v}" for k, v in _flatten(c["result"])][:40]
+    return "\n".join(lines)
+
+
+def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    if isinstance(value, Mapping):
+        out: list[tuple[str, str]] = []
+        for k, v in value.items():
+            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(value, float):
+        return [(prefix, f"{value:.4g}")]
+    if isinstance(value, (list, tuple)) and len(value) > 6:
+        return [(prefix, f"[{len(value)} values]")]
+    return [(prefix, canonical_json(value) if not isinstance(value, str) else value)]

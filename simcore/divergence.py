@@ -1,0 +1,233 @@
+"""Trace divergence between a baseline run and a perturbed run.
+
+Everything here works on *structural signatures* (``TraceEvent.signature``:
+``kind|agent|field=value,...``), never on content, so wording noise does not
+register as divergence.
+
+- :func:`compare_signatures`: unit-cost Levenshtein distance, ``d_norm``, the
+  alignment (Wagner-Fischer, backtracked from the end preferring match, then
+  substitution, then insertion, then deletion), its counts, and ``t*``.
+- :func:`control_flow`: reroutes, early termination and extended execution.
+- :func:`classify_manifestation` and :func:`manifestation_group`: the taxonomy.
+
+Conventions: an *insertion* is an event only the perturbed run has, a *deletion*
+an event only the baseline has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence
+
+Op = Literal["match", "substitution", "insertion", "deletion"]
+
+
+@dataclass(frozen=True)
+class AlignedPair:
+    """One step of the alignment: indices into baseline (i) and perturbed (j)."""
+
+    op: Op
+    i: int | None
+    j: int | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of :func:`compare_signatures`.
+
+    Attributes:
+        distance: Levenshtein distance with unit costs.
+        d_norm: ``distance / max(len)``; 0.0 when both are empty.
+        substitutions: Substitutions in the alignment.
+        insertions: Insertions (perturbed-only events).
+        deletions: Deletions (baseline-only events).
+        alignment: The aligned pairs, first to last.
+        t_star: Index in ``alignment`` of the first pair that does not match,
+            or None when the traces match.
+        t_star_norm: ``t_star / len(alignment)``, in [0, 1), or None.
+    """
+
+    distance: int
+    d_norm: float
+    substitutions: int
+    insertions: int
+    deletions: int
+    alignment: tuple[AlignedPair, ...]
+    t_star: int | None
+    t_star_norm: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain form (alignment as a list of dicts)."""
+        return asdict(self)
+
+
+def compare_signatures(baseline: Sequence[str], perturbed: Sequence[str]) -> Comparison:
+    """Align two signature sequences and measure how far apart they are."""
+    a, b = list(baseline), list(perturbed)
+    n, m = len(a), len(b)
+    # Wagner-Fischer table, one row per baseline prefix.
+    table = [[0] * (m + 1) for _ in range(n + 1)]
+    for j in range(m + 1):
+        table[0][j] = j
+    for i in range(1, n + 1):
+        row, prev = table[i], table[i - 1]
+        row[0] = i
+        ai = a[i - 1]
+        for j in range(1, m + 1):
+            cost = 0 if ai == b[j - 1] else 1
+            row[j] = min(prev[j - 1] + cost, row[j - 1] + 1, prev[j] + 1)
+    pairs: list[AlignedPair] = []
+    i, j = n, m
+    while i > 0 or j > 0:
+        here = table[i][j]
+        if i > 0 and j > 0 and a[i - 1] == b[j - 1] and here == table[i - 1][j - 1]:
+            pairs.append(AlignedPair("match", i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif i > 0 and j > 0 and here == table[i - 1][j - 1] + 1:
+            pairs.append(AlignedPair("substitution", i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif j > 0 and here == table[i][j - 1] + 1:
+            pairs.append(AlignedPair("insertion", None, j - 1))
+            j -= 1
+        else:
+            pairs.append(AlignedPair("deletion", i - 1, None))
+            i -= 1
+    pairs.reverse()
+    distance = table[n][m]
+    counts = {op: sum(p.op == op for p in pairs) for op in ("substitution", "insertion", "deletion")}
+    t_star = next((k for k, p in enumerate(pairs) if p.op != "match"), None)
+    return Comparison(
+        distance=distance,
+        d_norm=distance / max(n, m) if max(n, m) else 0.0,
+        substitutions=counts["substitution"],
+        insertions=counts["insertion"],
+        deletions=counts["deletion"],
+        alignment=tuple(pairs),
+        t_star=t_star,
+        t_star_norm=None if t_star is None else t_star / len(pairs),
+    )
+
+
+def signature_agent(signature: str) -> str:
+    """The agent part of a ``kind|agent|fields`` signature ("-" for none)."""
+    parts = signature.split("|")
+    return parts[1] if len(parts) > 1 else "-"
+
+
+@dataclass(frozen=True)
+class ControlFlow:
+    """Control-flow changes read off an alignment.
+
+    Attributes:
+        reroutes: Substituted pairs whose agents differ.
+        early_termination: The perturbed run stopped before the baseline did: its
+            alignment ends in deletions.
+        early_termination_count: Those trailing deletions.
+        extended_execution: The perturbed run went on after the baseline ended:
+            its alignment ends in insertions.
+        extended_execution_count: Those trailing insertions.
+        total_changes: ``reroutes + early_termination_count + extended_execution_count``.
+    """
+
+    reroutes: int
+    early_termination: bool
+    early_termination_count: int
+    extended_execution: bool
+    extended_execution_count: int
+    total_changes: int
+
+
+def control_flow(baseline: Sequence[str], perturbed: Sequence[str], comparison: Comparison) -> ControlFlow:
+    """Reroutes, early termination and extended execution of a compared pair."""
+    reroutes = sum(
+        1
+        for p in comparison.alignment
+        if p.op == "substitution"
+        and signature_agent(baseline[p.i]) != signature_agent(perturbed[p.j])  # type: ignore[index]
+    )
+    trailing: dict[str, int] = {"deletion": 0, "insertion": 0}
+    for p in reversed(comparison.alignment):
+        if p.op not in trailing:
+            break
+        trailing[p.op] += 1
+    early = trailing["deletion"] if len(perturbed) < len(baseline) else 0
+    extended = trailing["insertion"] if len(perturbed) > len(baseline) else 0
+    return ControlFlow(reroutes, early > 0, early, extended > 0, extended, reroutes + early + extended)
+
+
+CATEGORIES = (
+    "catastrophic_failure",
+    "early_termination",
+    "loop_or_extended_execution",
+    "silent_semantic_corruption",
+    "strategy_reroute",
+    "structural_divergence_with_outcome_change",
+    "structural_divergence_recovered",
+    "no_observable_effect",
+    "outcome_change_uncategorized",
+)
+
+GROUPS = {
+    "silent_semantic_corruption": "silent_corruption",
+    "strategy_reroute": "behavioral_detours",
+    "early_termination": "behavioral_detours",
+    "loop_or_extended_execution": "behavioral_detours",
+    "structural_divergence_recovered": "behavioral_detours",
+    "catastrophic_failure": "combined_disruption",
+    "structural_divergence_with_outcome_change": "combined_disruption",
+    "outcome_change_uncategorized": "combined_disruption",
+    "no_observable_effect": "no_observable_effect",
+}
+
+
+def classify_manifestation(
+    answer_changed: bool,
+    perturbed_answer_is_null: bool,
+    early_termination: bool,
+    extended_execution: bool,
+    reroutes: int,
+    total_changes: int,
+    d_norm: float,
+) -> str:
+    """The manifestation category of a pair; the first rule that holds wins.
+
+    Priority rules, in order: catastrophic_failure (null answer, and early
+    termination or d_norm >= 0.5); early_termination; loop_or_extended_execution
+    (extended execution, and total_changes >= 3 or d_norm >= 0.2). Then:
+    silent_semantic_corruption (answer changed, d_norm == 0, no control-flow
+    change); strategy_reroute (any reroute); structural_divergence_with_outcome_change
+    (d_norm > 0, answer changed); structural_divergence_recovered (d_norm > 0,
+    answer unchanged); no_observable_effect (nothing changed); else
+    outcome_change_uncategorized.
+    """
+    if perturbed_answer_is_null and (early_termination or d_norm >= 0.5):
+        return "catastrophic_failure"
+    if early_termination:
+        return "early_termination"
+    if extended_execution and (total_changes >= 3 or d_norm >= 0.2):
+        return "loop_or_extended_execution"
+    flow_changed = early_termination or extended_execution or reroutes > 0
+    if answer_changed and d_norm == 0 and not flow_changed:
+        return "silent_semantic_corruption"
+    if reroutes > 0:
+        return "strategy_reroute"
+    if d_norm > 0 and answer_changed:
+        return "structural_divergence_with_outcome_change"
+    if d_norm > 0:
+        return "structural_divergence_recovered"
+    if not answer_changed and not flow_changed:
+        return "no_observable_effect"
+    return "outcome_change_uncategorized"
+
+
+def manifestation_group(category: str) -> str:
+    """The group of a category: silent_corruption, behavioral_detours,
+    combined_disruption or no_observable_effect.
+
+    Raises:
+        ValueError: for an unknown category.
+    """
+    try:
+        return GROUPS[category]
+    except KeyError:
+        raise ValueError(f"category: must be one of {', '.join(CATEGORIES)}; got {category!r}") from None

@@ -1,0 +1,114 @@
+"""Tiny scenarios for the batch-runner tests (fast, picklable by reference).
+
+``FLAKY``: two agents answer one question each; a trial fails (an exception in
+its SimPy process) when ``seed % fail_every == 0``, and ``boost`` shifts a
+metric, so the condition axis has a known effect; ``broken_analysis`` makes every
+trial crash in its analysis. ``FLAKY_CMP`` adds a
+``compare`` hook that reports what it was given. ``SLOW`` is one agent whose
+backend takes wall time and counts the calls in flight, to see trials overlap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from backends.base import LLMRequest, LLMResponse
+from backends.stub import StubBackend
+from simcore.agents import LLMAgent
+from simcore.config import Config, param
+from simcore.kernel import World
+from simcore.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class FlakyConfig(Config):
+    """Config of the flaky test scenario."""
+
+    boost: float = param(0.0, lo=-10.0, hi=10.0, help="added to the score metric")
+    fail_every: int = param(0, lo=0, hi=1000, help="fail trials whose seed is divisible by this (0: never)")
+    words: int = param(20, lo=1, hi=200, help="max tokens of each reply")
+    broken_analysis: bool = param(False, help="make the analysis raise (a crash outside the runner's handling)")
+
+
+def build(world: World, cfg: FlakyConfig) -> None:
+    agents = [LLMAgent(world, name, max_output_tokens=cfg.words) for name in ("A", "B")]
+
+    def experiment(world: World) -> Any:
+        replies = yield world.all_of(a.ask("Say something.", phase="talk") for a in agents)
+        world.state["lengths"] = [len(r.text) for r in replies]
+        if cfg.fail_every and world.seed % cfg.fail_every == 0:
+            raise RuntimeError("planned failure")
+
+    world.process(experiment(world))
+
+
+def analyze(world: World, cfg: FlakyConfig) -> dict[str, Any]:
+    if cfg.broken_analysis:
+        raise ZeroDivisionError("analysis bug")
+    lengths = world.state.get("lengths", [0, 0])
+    noise = world.streams.numpy("score").normal()
+    return {
+        "metrics": {
+            "score": float(noise + cfg.boost),
+            "total_length": sum(lengths),
+            "long": lengths[0] > lengths[1],
+            "label": "x",
+        },
+        "lengths": lengths,
+    }
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "n_a": len(a),
+        "n_b": len(b),
+        "seeds_paired": [x["seed"] for x in a] == [y["seed"] for y in b],
+        "mean_score_diff": sum(x["metrics"]["score"] - y["metrics"]["score"] for x, y in zip(a, b)) / max(1, len(a)),
+    }
+
+
+FLAKY = Scenario(
+    name="flaky",
+    description="test scenario",
+    config_type=FlakyConfig,
+    build=build,
+    analyze=analyze,
+    counterfactual=("boost", 1.0, 0.0),
+)
+FLAKY_CMP = dataclasses.replace(FLAKY, compare=compare)
+
+
+class SlowStub:
+    """A stub that takes 50 ms of wall time per call and counts calls in flight."""
+
+    name = "slow-stub"
+    in_flight = 0
+    peak = 0
+
+    def __init__(self) -> None:
+        self.stub = StubBackend()
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        SlowStub.in_flight += 1
+        SlowStub.peak = max(SlowStub.peak, SlowStub.in_flight)
+        try:
+            await asyncio.sleep(0.05)
+            return self.stub.respond(request)
+        finally:
+            SlowStub.in_flight -= 1
+
+
+def build_slow(world: World, cfg: FlakyConfig) -> None:
+    agent = LLMAgent(world, "A", max_output_tokens=cfg.words, backend=SlowStub())
+
+    def experiment(world: World) -> Any:
+        reply = yield agent.ask("Say something.", phase="talk")
+        world.state["lengths"] = [len(reply.text), 0]
+
+    world.process(experiment(world))
+
+
+SLOW = dataclasses.replace(FLAKY, name="slow", build=build_slow, counterfactual=None)

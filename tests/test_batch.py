@@ -1,0 +1,468 @@
+"""The batch runner: grid and seeds, validation, executors agree, outputs, resume, budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backends.fake_server import FakeConfig, FakeServer
+from backends.pricing import load_prices
+from backends.registry import BackendSpec
+from simcore.batch import (
+    TIMING_COLUMNS,
+    SweepAborted,
+    plan_sweep,
+    read_results,
+    run_sweep,
+)
+from simcore.batch.__main__ import main as batch_main
+from simcore.batch.plan import build_plan, parse_values
+from simcore.config import ConfigError
+from simcore.scenario import load_scenario
+from tests.batch_scenarios import FLAKY, FLAKY_CMP, SLOW, SlowStub
+
+ROOT = Path(__file__).resolve().parent.parent
+CC = load_scenario("context_corrosion")
+# The runner is under test, not the embedding metrics (which load a model per worker).
+CC_BASE = {"n_peers": 2, "metrics": False}
+
+
+def stable(df: pd.DataFrame) -> pd.DataFrame:
+    """The table without its timing columns."""
+    return df.drop(columns=list(TIMING_COLUMNS))
+
+
+# -- grid, conditions and seeds ---------------------------------------------------
+
+def test_grid_is_the_cartesian_product_in_order() -> None:
+    plan = build_plan(CC, 3, {"rounds": ["1", "3"], "order": ["fixed", "random", "rotating"]}, ("biased", [True, False]))
+    assert plan.cells == [
+        {"rounds": r, "order": o} for r in (1, 3) for o in ("fixed", "random", "rotating")
+    ]
+    assert len(plan.jobs) == 6 * 2 * 3
+    assert len({j.run_id for j in plan.jobs}) == len(plan.jobs)
+    for job in plan.jobs:
+        cell = plan.cells[job.cell]
+        assert job.config.rounds == cell["rounds"] and job.config.order == cell["order"]
+        assert job.config.biased is (job.condition == 0)
+    assert [j.index for j in plan.jobs] == list(range(len(plan.jobs)))
+
+
+def test_conditions_share_seeds_and_trials_do_not() -> None:
+    plan = build_plan(CC, 5, {"rounds": [1, 2]}, ("biased", [True, False]))
+    by_key = {(j.cell, j.condition, j.trial): j.seed for j in plan.jobs}
+    for c in range(2):
+        assert len({by_key[(c, 0, t)] for t in range(5)}) == 5
+        for t in range(5):
+            assert by_key[(c, 0, t)] == by_key[(c, 1, t)]
+    # Independent seeds per cell by default; the same seeds in every cell with scope "sweep".
+    assert {by_key[(0, 0, t)] for t in range(5)}.isdisjoint({by_key[(1, 0, t)] for t in range(5)})
+    shared = build_plan(CC, 5, {"rounds": [1, 2]}, ("biased", [True, False]), seed_scope="sweep")
+    seeds = {(j.cell, j.trial): j.seed for j in shared.jobs}
+    assert all(seeds[(0, t)] == seeds[(1, t)] for t in range(5))
+
+
+def test_seeds_are_stable_when_the_sweep_grows() -> None:
+    small = build_plan(CC, 3, {"rounds": [1, 2]}, None, seed=7)
+    big = build_plan(CC, 6, {"rounds": [1, 2, 3]}, None, seed=7)
+    seeds_small = {(j.config.rounds, j.trial): j.seed for j in small.jobs}
+    seeds_big = {(j.config.rounds, j.trial): j.seed for j in big.jobs}
+    assert all(seeds_big[k] == v for k, v in seeds_small.items())
+    other = build_plan(CC, 3, {"rounds": [1, 2]}, None, seed=8)
+    assert {j.seed for j in other.jobs}.isdisjoint({j.seed for j in small.jobs})
+
+
+def test_dispatch_groups_cover_every_job_once_as_matched_sets() -> None:
+    plan = build_plan(CC, 4, {"rounds": [1, 2, 3]}, ("biased", [True, False]))
+    groups = list(plan.dispatch_groups())
+    flat = [j.index for g in groups for j in g]
+    assert sorted(flat) == list(range(len(plan.jobs)))
+    for g in groups:
+        assert [j.condition for j in g] == [0, 1]
+        assert len({(j.cell, j.trial, j.seed) for j in g}) == 1
+    # trial-major: every cell's trial 0 goes out before any trial 1
+    assert [g[0].trial for g in groups] == sorted(g[0].trial for g in groups)
+
+
+def test_sweep_id_depends_on_the_definition_only() -> None:
+    a = build_plan(CC, 3, {"rounds": [1, 2]}, None)
+    assert a.sweep_id == build_plan(CC, 3, {"rounds": ["1", "2"]}, None).sweep_id
+    assert a.sweep_id != build_plan(CC, 4, {"rounds": [1, 2]}, None).sweep_id
+    assert a.sweep_id != build_plan(CC, 3, {"rounds": [1, 2]}, None, seed=1).sweep_id
+
+
+def test_parse_values() -> None:
+    assert parse_values("rounds=1,2, 3", "grid") == ("rounds", ["1", "2", "3"])
+    assert parse_values("n-peers=2", "grid") == ("n_peers", ["2"])
+    assert parse_values('topology=["small_world:k=2,p=0.1", "ring"]', "grid") == (
+        "topology", ["small_world:k=2,p=0.1", "ring"])
+    for bad in ("rounds", "=1,2", "rounds=1,,2", "rounds=[1,", "rounds=[]", "rounds=[1, null"):
+        with pytest.raises(ConfigError):
+            parse_values(bad, "grid")
+
+
+@pytest.mark.parametrize(
+    ("grid", "conditions", "message"),
+    [
+        ({"rounds": ["0", "3"]}, None, "rounds: must be an integer from 1 to 5, got 0"),
+        ({"rounds": ["x"]}, None, "rounds: must be an integer from 1 to 5, got 'x'"),
+        ({"nope": [1]}, None, "nope: unknown field"),
+        ({"rounds": [1, "1"]}, None, "grid: rounds: lists 1 more than once"),
+        ({"rounds": []}, None, "grid: rounds: needs at least one value"),
+        ({"order": ["fixed", "loud"]}, None, "order: must be one of"),
+        ({"biased": [True]}, ("biased", [True, False]), "is also a grid field"),
+        ({}, ("biased", [True]), "needs at least two values"),
+        # only a built world finds this: k=4 neighbours need at least 5 agents
+        ({"n_peers": [2, 8]}, None, "topology: small_world k must be in 2..2, got 4"),
+    ],
+)
+def test_grid_validation(grid: dict, conditions: tuple | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as err:
+        plan_sweep(CC, 2, grid, conditions=conditions, base={"topology": "small_world:k=4"})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--trials", "2", "--grid", "rounds=0,3"],
+        ["--trials", "2", "--grid", "rounds=1,9"],
+        ["--trials", "0"],
+        ["--grid", "rounds=1"],
+        ["--trials", "2", "--grid", "colour=red"],
+        ["--trials", "2", "--conditions", "biased=true"],
+        ["--trials", "2", "--no-biased"],
+        ["--trials", "2", "--executor", "serial", "--address", "tcp://127.0.0.1:1"],
+        ["--trials", "2", "--budget-usd", "-1"],
+        ["--trials", "2", "--workers", "0"],
+        ["--trials", "2", "--seed", "-5"],
+        ["--trials", "2", "--resume"],
+        ["--trials", "2", "--grid", "n_peers=2,6", "--topology", "small_world:k=4"],
+    ],
+)
+def test_cli_bad_input_exits_2_and_writes_nothing(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exc:
+        batch_main(["context_corrosion", *argv, "--out", str(out), "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_refuses_to_overwrite_or_change_a_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    run_sweep(FLAKY, 1, executor="serial", out=out)
+    with pytest.raises(ConfigError, match="pass --resume"):
+        run_sweep(FLAKY, 1, executor="serial", out=out)
+    with pytest.raises(ConfigError, match="trials differs"):
+        run_sweep(FLAKY, 2, executor="serial", out=out, resume=True)
+
+
+# -- executors agree ----------------------------------------------------------------
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.integers(1, 60), min_size=1, max_size=3, unique=True),
+    trials=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    fail_every=st.sampled_from([0, 2, 3]),
+    concurrency=st.integers(1, 8),
+)
+def test_serial_equals_asyncio(tmp_path_factory: pytest.TempPathFactory, words: list[int], trials: int,
+                               seed: int, fail_every: int, concurrency: int) -> None:
+    base = tmp_path_factory.mktemp("agree")
+    kw = dict(grid={"words": words}, base={"fail_every": fail_every}, seed=seed, plot=False)
+    serial = run_sweep(FLAKY, trials, executor="serial", out=base / "serial", **kw)
+    asyncio_ = run_sweep(FLAKY, trials, executor="asyncio", concurrency=concurrency, out=base / "asyncio", **kw)
+    pd.testing.assert_frame_equal(stable(serial), stable(asyncio_))
+    assert (serial["status"] == "error").any() == bool(fail_every and any(s % fail_every == 0 for s in serial["seed"]))
+
+
+@pytest.mark.parametrize(("executor", "concurrency", "peak"), [("serial", 6, 1), ("asyncio", 6, 6), ("asyncio", 3, 3)])
+def test_asyncio_overlaps_trials_up_to_the_concurrency(tmp_path: Path, executor: str, concurrency: int, peak: int) -> None:
+    SlowStub.peak = 0
+    df = run_sweep(SLOW, 12, executor=executor, concurrency=concurrency, out=tmp_path / "s", plot=False)
+    assert (df["status"] == "ok").all()
+    assert SlowStub.peak == peak
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """An uninterrupted serial context-corrosion sweep."""
+    out = tmp_path_factory.mktemp("ref") / "serial"
+    # without the scenario's own compare hook, to test the generic comparison
+    return run_sweep(dataclasses.replace(CC, compare=None), 3, {"rounds": [1, 2]}, base=CC_BASE,
+                     executor="serial", out=out)
+
+
+def test_serial_equals_local_pool_and_dask_localcluster(reference: pd.DataFrame, tmp_path: Path) -> None:
+    kw = dict(grid={"rounds": [1, 2]}, base=CC_BASE, workers=2, plot=False)
+    local = run_sweep("context_corrosion", 3, executor="local", out=tmp_path / "local", **kw)
+    dask = run_sweep("context_corrosion", 3, executor="dask", out=tmp_path / "dask", **kw)
+    for other in (local, dask):
+        pd.testing.assert_frame_equal(stable(reference), stable(other))
+    assert (reference["status"] == "ok").all() and len(reference) == 2 * 2 * 3
+    # the traces themselves are identical, run by run
+    for run_dir in reference["run_dir"]:
+        ref_trace = (Path(reference.attrs["sweep_dir"]) / run_dir / "trace.jsonl").read_bytes()
+        assert (tmp_path / "dask" / run_dir / "trace.jsonl").read_bytes() == ref_trace
+
+
+# -- outputs ------------------------------------------------------------------------
+
+def test_outputs(reference: pd.DataFrame) -> None:
+    sweep = Path(reference.attrs["sweep_dir"])
+    for name in ("results.csv", "results.parquet", "summary.json", "summary.csv", "sweep.json",
+                 "ledger.jsonl", "plots/metrics.png"):
+        assert (sweep / name).is_file(), name
+    assert (sweep / "plots/metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pd.testing.assert_frame_equal(read_results(sweep), reference)
+    csv = pd.read_csv(sweep / "results.csv")
+    assert list(csv.columns) == list(reference.columns)
+    assert len(csv) == 12 and csv["run_id"].is_unique
+    for col in ("sweep_id", "cell", "rounds", "condition", "biased", "trial", "seed", "status",
+                "metric_changed_position_count", "tokens", "cost_usd", "wall_s"):
+        assert col in reference.columns, col
+    run_dirs = sorted((sweep / "context_corrosion").iterdir())
+    assert [d.name for d in run_dirs] == sorted(reference["run_id"])
+    # each row's metrics are the run directory's results
+    row = reference.iloc[5]
+    results = json.loads((sweep / row["run_dir"] / "results.json").read_text())
+    assert results["seed"] == row["seed"]
+    assert results["metrics"]["mean_final_confidence"] == row["metric_mean_final_confidence"]
+    assert sum(u["prompt_tokens"] + u["completion_tokens"] for u in results["usage"].values()) == row["tokens"]
+
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert summary["n_planned"] == summary["n_ok"] == 12
+    group = summary["groups"][0]
+    assert group["params"] == {"rounds": 1} and group["condition"] == "biased=true" and group["n"] == 3
+    sel = reference[(reference["cell"] == 0) & (reference["condition"] == "biased=true")]
+    d = group["metrics"]["mean_final_confidence"]
+    assert d["mean"] == pytest.approx(sel["metric_mean_final_confidence"].mean())
+    assert d["std"] == pytest.approx(sel["metric_mean_final_confidence"].std())
+    assert d["ci_low"] < d["mean"] < d["ci_high"]
+    comp = summary["comparisons"][0]
+    assert comp["method"] == "generic" and comp["n_pairs"] == 3 and (comp["a"], comp["b"]) == ("biased=true", "biased=false")
+    r = comp["result"]["mean_initial_confidence"]
+    assert r["diff"] == pytest.approx(r["mean_a"] - r["mean_b"])
+    assert r["paired_p"] is not None and r["paired_p_holm"] >= r["paired_p"]
+    assert comp["result"]["n_agents"]["paired_p"] is None  # constant: nothing to test
+
+
+def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:
+    df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3)
+    failed = df[df["status"] == "error"]
+    assert len(df) == 12 and 0 < len(failed) < 12
+    assert failed["error"].str.contains("planned failure").all()
+    assert (failed["seed"] % 2 == 0).all() and (df.loc[df["status"] == "ok", "seed"] % 2 == 1).all()
+    summary = df.attrs["summary"]
+    assert summary["n_error"] == len(failed)
+    (comp,) = summary["comparisons"]
+    n_ok_pairs = int((df[df["condition"] == "boost=1.0"]["status"] == "ok").sum())
+    assert comp["method"] == "scenario" and comp["n_pairs"] == n_ok_pairs
+    assert comp["result"] == {"n_a": n_ok_pairs, "n_b": n_ok_pairs, "seeds_paired": True,
+                              "mean_score_diff": pytest.approx(1.0)}
+
+
+def test_fail_fast_skips_the_rest(tmp_path: Path) -> None:
+    df = run_sweep(FLAKY, 20, base={"fail_every": 1}, conditions=None, executor="serial",
+                   out=tmp_path / "s", fail_fast=True)
+    assert list(df["status"].iloc[:1]) == ["error"]
+    assert (df["status"].iloc[1:] == "skipped").all()
+    assert (df["error"].iloc[1:] == "fail-fast").all()
+
+
+def test_a_crashing_trial_is_a_durable_error_row(tmp_path: Path) -> None:
+    kw = dict(base={"broken_analysis": True}, conditions=None, executor="serial", out=tmp_path / "s", plot=False)
+    df = run_sweep(FLAKY, 3, **kw)
+    assert (df["status"] == "error").all()
+    assert (df["error"] == "crash: ZeroDivisionError: analysis bug").all()
+    assert df["run_dir"].isna().all() and not (tmp_path / "s" / "flaky").exists()
+    again = run_sweep(FLAKY, 3, resume=True, **kw)  # recorded in the ledger: not redone
+    assert again.attrs["summary"]["timing"]["trials_run"] == 0
+    pd.testing.assert_frame_equal(stable(again), stable(df))
+
+
+# -- resume -------------------------------------------------------------------------
+
+def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_path: Path) -> None:
+    sweep = tmp_path / "s"
+    shutil.copytree(reference.attrs["sweep_dir"], sweep)
+    runs = sweep / "context_corrosion"
+    lines = (sweep / "ledger.jsonl").read_text().splitlines(keepends=True)
+    by_id = {json.loads(line)["run_id"]: line for line in lines}
+    ids = sorted(by_id)
+    lost = ids[:3]          # crashed before the run finished: no run dir, no ledger line
+    unledgered = ids[3]     # crashed after the rename, before the ledger append
+    for run_id in lost:
+        shutil.rmtree(runs / run_id)
+    kept = [by_id[i] for i in ids[4:]]
+    torn = by_id[ids[-1]][: len(by_id[ids[-1]]) // 2]   # killed mid-append
+    (sweep / "ledger.jsonl").write_text("".join(kept[:-1]) + torn)
+    staging = runs / f".{lost[0]}.abc123.tmp"            # a half-written run dir
+    staging.mkdir()
+    (staging / "trace.jsonl").write_text("partial")
+    for name in ("results.csv", "results.parquet", "summary.json"):
+        (sweep / name).unlink()
+    before = {d.name: d.stat().st_mtime_ns for d in runs.iterdir() if not d.name.startswith(".")}
+    assert unledgered in before and lost[0] not in before
+
+    notes: list[str] = []
+    df = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
+                   out=sweep, resume=True, echo=notes.append)
+    pd.testing.assert_frame_equal(stable(df), stable(reference))
+    assert not staging.exists()
+    after = {d.name: d.stat().st_mtime_ns for d in runs.iterdir()}
+    assert sorted(after) == ids
+    assert all(after[k] == v for k, v in before.items())  # finished trials were not redone
+    assert df.attrs["summary"]["timing"]["trials_run"] == len(lost)
+    assert any("recovered 2" in n for n in notes), notes     # the unledgered one and the torn one
+    ledger = [json.loads(line) for line in (sweep / "ledger.jsonl").read_text().splitlines()]
+    assert sorted(r["run_id"] for r in ledger) == ids      # complete, no duplicates
+
+    # resuming a finished sweep runs nothing and changes nothing
+    again = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
+                      out=sweep, resume=True)
+    pd.testing.assert_frame_equal(stable(again), stable(reference))
+    assert again.attrs["summary"]["timing"]["trials_run"] == 0
+
+
+def test_a_write_failure_aborts_and_resume_redoes_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import simcore.batch.worker as worker
+
+    real = worker.write_run
+
+    def disk_full(trial, out, run_id):  # type: ignore[no-untyped-def]
+        if run_id.endswith("trial2"):
+            raise OSError(28, "No space left on device")
+        return real(trial, out, run_id)
+
+    monkeypatch.setattr(worker, "write_run", disk_full)
+    with pytest.raises(SweepAborted, match="No space left"):
+        run_sweep(FLAKY, 4, conditions=None, executor="serial", out=tmp_path / "s", plot=False)
+    partial = read_results(tmp_path / "s")
+    assert list(partial["status"]) == ["ok", "ok", "pending", "pending"]
+    monkeypatch.setattr(worker, "write_run", real)
+    done = run_sweep(FLAKY, 4, conditions=None, executor="serial", out=tmp_path / "s", resume=True, plot=False)
+    assert (done["status"] == "ok").all() and done.attrs["summary"]["timing"]["trials_run"] == 2
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "simcore.batch", "context_corrosion", *args]
+
+
+def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
+    sweep = tmp_path / "killed"
+    flags = ["--trials", "20", "--grid", "rounds=1,2", "--n-peers", "2", "--no-metrics", "--seed", "11",
+             "--out", str(sweep)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        _cli(*flags, "--executor", "local", "--workers", "2"), cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    ledger = sweep / "ledger.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ledger.is_file() and ledger.read_text().count("\n") >= 12:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished (or died) before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # parent and pool workers, mid-trial
+    proc.wait()
+    done_before = ledger.read_text().count("\n")
+    assert 12 <= done_before < 80
+    assert not (sweep / "results.csv").exists()
+
+    res = subprocess.run(_cli("--resume", "--out", str(sweep), "--executor", "local", "--workers", "2", "--no-plot"),
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "fail=0" in res.stderr  # the progress bar
+    resumed = read_results(sweep)
+    assert len(resumed) == 80 and resumed["run_id"].is_unique and (resumed["status"] == "ok").all()
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(rows) == 80 and len({r["run_id"] for r in rows}) == 80
+    assert not [p for p in (sweep / "context_corrosion").iterdir() if p.name.startswith(".")]
+
+    fresh = run_sweep("context_corrosion", 20, {"rounds": [1, 2]}, base=CC_BASE, seed=11,
+                      executor="asyncio", out=tmp_path / "fresh", plot=False)
+    pd.testing.assert_frame_equal(stable(resumed), stable(fresh))
+
+
+# -- budget -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fake_server():
+    """The fake OpenAI-compatible server on 127.0.0.1 (stub calls cost nothing, its don't)."""
+    srv = FakeServer(FakeConfig())
+    with srv.in_thread():
+        yield srv
+
+
+@pytest.fixture()
+def priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Price the fake server's model at $1 per million input and $2 per million output tokens."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-1": {"input": 1.0, "output": 2.0}}))
+    monkeypatch.setenv("SIMCORE_PRICES", str(prices))
+    load_prices.cache_clear()
+    yield prices
+    load_prices.cache_clear()
+
+
+def test_budget_caps_the_sweep_and_resume_finishes_it(fake_server, priced: Path, tmp_path: Path) -> None:
+    spec = BackendSpec("openai-compatible", "fake-1", base_url=fake_server.openai_url)
+    kw = dict(grid={"rounds": [1, 2]}, base=CC_BASE, executor="serial", plot=False, spec=spec)
+    full = run_sweep("context_corrosion", 5, out=tmp_path / "full", **kw)
+    per_trial = full["cost_usd"]
+    assert (per_trial > 0).all()
+    cap = float(per_trial.sum()) / 2
+    notes: list[str] = []
+    df = run_sweep("context_corrosion", 5, out=tmp_path / "capped", budget_usd=cap, echo=notes.append, **kw)
+    spent = df["cost_usd"].sum()
+    skipped = df[df["status"] == "skipped"]
+    assert 0 < len(skipped) < len(df) and (skipped["error"] == "budget").all()
+    assert spent <= cap * 1.05  # the last trials may cost a little more than expected
+    assert spent + per_trial.max() > cap  # it did not stop early either
+    assert any(n.startswith("cost estimate: $") for n in notes)
+    assert any(n.startswith("budget: stopped") for n in notes)
+    summary = df.attrs["summary"]
+    assert summary["n_skipped"] == len(skipped) and len(summary["skipped"]) == len(skipped)
+    # matched pairs are dispatched together: no condition runs without its partner
+    done = df[df["status"] != "skipped"]
+    assert (done.groupby(["cell", "trial"]).size() == 2).all()
+    # a larger budget on resume runs exactly the skipped trials
+    more = run_sweep("context_corrosion", 5, out=tmp_path / "capped", budget_usd=cap * 3, resume=True, **kw)
+    assert more.attrs["summary"]["timing"]["trials_run"] == len(skipped)
+    pd.testing.assert_frame_equal(stable(more), stable(full))
+
+
+def test_cli_budget_prints_the_estimate(fake_server, priced: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIMCORE_PRICES": str(priced)}
+    out = tmp_path / "cli"
+    res = subprocess.run(
+        _cli("--trials", "4", "--rounds", "1", "--n-peers", "2", "--budget-usd", "0.01", "--executor", "serial",
+             "--backend", "openai-compatible", "--base-url", fake_server.openai_url, "--model", "fake-1",
+             "--out", str(out), "--no-progress", "--no-plot"),
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 1, res.stderr  # some trials were skipped
+    assert "cost estimate: $" in res.stderr and "budget: stopped dispatching" in res.stderr
+    df = read_results(out)
+    assert (df["status"] == "skipped").any() and df.loc[df["status"] == "ok", "cost_usd"].sum() <= 0.0105
+    assert "skipped" in res.stdout

@@ -1,0 +1,95 @@
+"""The shared scenario CLI: flags, config files, errors, --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scenarios.context_corrosion", *args],
+        cwd=cwd, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--rounds", "0"], "rounds"),
+        (["--task", "9"], "task"),
+        (["--temperature", "3"], "temperature"),
+        (["--rounds", "two"], "rounds"),
+        (["--seed", "-1"], "seed"),
+        (["--topology", "hexagon"], "topology"),
+        (["--order", "loudest"], "order"),
+        (["--memory", "recent:0"], "memory"),
+        (["--backend", "nope"], "backend"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line_and_write_nothing(tmp_path, args, field):
+    res = run_cli(*args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: ")
+    assert res.stdout == ""
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_flag_is_one_line(tmp_path):
+    res = run_cli("--bogus", cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_config_file_and_flag_precedence(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rounds: 1\nn_peers: 2\ntask: 3\n")
+    res = run_cli("--config", str(cfg), "--task", "2", "--json", "--out", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    results = json.loads(res.stdout)
+    manifest = json.loads((Path(results["run_dir"]) / "manifest.json").read_text())
+    assert manifest["config"]["rounds"] == 1 and manifest["config"]["task"] == 2
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("rounds: [1, 2\n", "invalid YAML"),
+    ("- 1\n- 2\n", "mapping"),
+    ("rounds: 9\n", "rounds: must be an integer from 1 to 5"),
+    ("colour: red\n", "colour: unknown field"),
+])
+def test_bad_config_files(tmp_path, content, needle):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(content)
+    res = run_cli("--config", str(cfg), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_json_output_is_only_json(tmp_path):
+    res = run_cli("--rounds", "1", "--json", "--out", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0
+    data = json.loads(res.stdout)
+    assert data["status"] == "ok" and data["usage"]["stub"]["calls"] == 5 * 1 + 5 + 5
+
+
+def test_default_run_prints_summary_and_run_dir(tmp_path):
+    res = run_cli("--out", str(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0
+    assert "context corrosion" in res.stdout
+    run_dir = Path(res.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"manifest.json", "results.json", "timings.json", "trace.jsonl"} <= names
+
+
+def test_help(tmp_path):
+    res = run_cli("--help", cwd=tmp_path)
+    assert res.returncode == 0
+    for flag in ("--seed", "--backend", "--model", "--out", "--config", "--json", "--rounds", "--task"):
+        assert flag in res.stdout

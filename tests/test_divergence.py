@@ -1,0 +1,104 @@
+"""Divergence metrics: distance, alignment, t*, control flow, manifestation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simcore.divergence import (
+    CATEGORIES, classify_manifestation, compare_signatures, control_flow, manifestation_group,
+)
+
+sigs = st.lists(st.sampled_from(["a|X|", "b|X|", "a|Y|", "c|-|"]), max_size=12)
+
+
+def reference_levenshtein(a, b):
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+@given(sigs, sigs)
+def test_distance_alignment_and_t_star_properties(a, b):
+    c = compare_signatures(a, b)
+    assert c.distance == reference_levenshtein(a, b)
+    assert c.distance == c.substitutions + c.insertions + c.deletions
+    assert 0.0 <= c.d_norm <= 1.0
+    # the alignment rebuilds both sequences
+    assert [a[p.i] for p in c.alignment if p.i is not None] == a
+    assert [b[p.j] for p in c.alignment if p.j is not None] == b
+    for p in c.alignment:
+        if p.op == "match":
+            assert a[p.i] == b[p.j]
+        if p.op == "substitution":
+            assert a[p.i] != b[p.j]
+    if c.distance == 0:
+        assert c.t_star is None and c.t_star_norm is None
+    else:
+        assert c.alignment[c.t_star].op != "match"
+        assert all(p.op == "match" for p in c.alignment[: c.t_star])
+        assert 0.0 <= c.t_star_norm < 1.0
+        assert c.t_star_norm == c.t_star / len(c.alignment)
+    assert compare_signatures(b, a).distance == c.distance
+
+
+def test_empty_and_identical():
+    assert compare_signatures([], []).d_norm == 0.0
+    c = compare_signatures(["x"], ["x"])
+    assert (c.distance, c.t_star) == (0, None)
+
+
+def test_tie_breaking_prefers_match_then_substitution_then_insertion():
+    c = compare_signatures(["x", "y"], ["y"])
+    assert [p.op for p in c.alignment] == ["deletion", "match"]
+    assert c.t_star == 0 and c.t_star_norm == 0.0
+    c = compare_signatures(["x"], ["y"])
+    assert [p.op for p in c.alignment] == ["substitution"]
+    c = compare_signatures(["x"], ["y", "x"])
+    assert [p.op for p in c.alignment] == ["insertion", "match"]
+    # from the end: substitution is preferred over insertion+deletion
+    c = compare_signatures(["a", "b"], ["a", "c"])
+    assert [p.op for p in c.alignment] == ["match", "substitution"]
+    assert c.t_star == 1 and c.t_star_norm == 0.5
+
+
+def test_control_flow():
+    base = ["call|A|", "reply|A|", "call|B|", "reply|B|"]
+    rerouted = ["call|A|", "reply|A|", "call|C|", "reply|C|"]
+    cf = control_flow(base, rerouted, compare_signatures(base, rerouted))
+    assert cf.reroutes == 2 and not cf.early_termination and not cf.extended_execution
+    short = base[:2]
+    cf = control_flow(base, short, compare_signatures(base, short))
+    assert cf.early_termination and cf.early_termination_count == 2
+    longer = base + ["call|A|", "reply|A|", "call|A|"]
+    cf = control_flow(base, longer, compare_signatures(base, longer))
+    assert cf.extended_execution and cf.extended_execution_count == 3 and cf.total_changes == 3
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((True, True, True, False, 0, 1, 0.1), "catastrophic_failure"),
+    ((True, True, False, False, 0, 0, 0.6), "catastrophic_failure"),
+    ((False, False, True, False, 0, 2, 0.1), "early_termination"),
+    ((False, False, False, True, 0, 3, 0.05), "loop_or_extended_execution"),
+    ((False, False, False, True, 0, 1, 0.25), "loop_or_extended_execution"),
+    ((True, False, False, False, 0, 0, 0.0), "silent_semantic_corruption"),
+    ((False, False, False, False, 2, 2, 0.1), "strategy_reroute"),
+    ((True, False, False, False, 0, 0, 0.1), "structural_divergence_with_outcome_change"),
+    ((False, False, False, False, 0, 0, 0.1), "structural_divergence_recovered"),
+    ((False, False, False, False, 0, 0, 0.0), "no_observable_effect"),
+    ((False, False, False, True, 0, 1, 0.0), "outcome_change_uncategorized"),
+])
+def test_classification_rules(args, expected):
+    assert classify_manifestation(*args) == expected
+
+
+def test_every_category_has_a_group():
+    groups = {manifestation_group(c) for c in CATEGORIES}
+    assert groups == {"silent_corruption", "behavioral_detours", "combined_disruption", "no_observable_effect"}
+    with pytest.raises(ValueError, match="^category: "):
+        manifestation_group("nonsense")

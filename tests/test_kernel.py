@@ -1,0 +1,243 @@
+"""The driver: concurrency, delivery order, simulated durations, failures, many worlds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from backends.base import LLMResponse, Usage
+from backends.stub import StubBackend
+from simcore import LLMAgent, World, run_worlds
+from simcore.kernel import speaking_time
+from simcore.protocols import parallel, speaking_round
+from tests.helpers import FailingBackend, ShuffledBackend, SlowBackend
+
+
+@dataclass(frozen=True)
+class Opinion:
+    view: str
+    confidence: float = 0.5
+
+
+def make_world(backend, n=4, seed=3) -> tuple[World, list[LLMAgent]]:
+    world = World(seed, backend, scenario="test")
+    agents = [LLMAgent(world, f"A{i}", max_output_tokens=100) for i in range(n)]
+    return world, agents
+
+
+def two_phases(world, agents):
+    yield from parallel(world, agents, "Opening view?", schema=Opinion, phase="open")
+    for r in (1, 2):
+        yield from speaking_round(world, agents, "Respond.", round_index=r, phase="talk")
+
+
+def test_parallel_phase_takes_one_latency_not_one_per_agent():
+    backend = SlowBackend(latency=0.3)
+    world, agents = make_world(backend, n=8)
+    world.process(parallel(world, agents, "Go.", phase="p"))
+    start = time.perf_counter()
+    world.run()
+    elapsed = time.perf_counter() - start
+    assert backend.calls == 8
+    assert backend.max_in_flight == 8
+    assert elapsed < 0.3 * 2.5, f"8 parallel calls took {elapsed:.2f}s at 0.3s latency"
+
+
+def test_sequential_turns_run_one_at_a_time():
+    backend = SlowBackend(latency=0.05)
+    world, agents = make_world(backend, n=4)
+    world.process(speaking_round(world, agents, "Talk.", round_index=1))
+    world.run()
+    assert backend.calls == 4
+    assert backend.max_in_flight == 1
+
+
+def test_delivery_order_is_creation_order_not_completion_order():
+    """A backend with random delays gives the same trace as one without."""
+    world_a, agents_a = make_world(StubBackend())
+    world_a.process(two_phases(world_a, agents_a))
+    world_a.run()
+
+    shuffled = ShuffledBackend(seed=11)
+    world_b, agents_b = make_world(shuffled)
+    world_b.process(two_phases(world_b, agents_b))
+    world_b.run()
+
+    # the shuffled backend really completed the opening calls out of order
+    opening = shuffled.completion_order[:4]
+    assert opening != sorted(opening)
+    assert world_a.trace.to_jsonl() == world_b.trace.to_jsonl()
+
+
+def test_replies_take_simulated_time_from_the_duration_model():
+    world, agents = make_world(StubBackend(), n=2)
+    agents[1].speaking_rate = 2.0
+    got = {}
+
+    def proc(world):
+        replies = yield from parallel(world, agents, "Go.", phase="p")
+        got["replies"] = replies
+        got["now"] = world.now
+
+    world.process(proc(world))
+    world.run()
+    for agent, reply in zip(agents, got["replies"]):
+        assert reply.t_asked == 0
+        assert reply.t_done == pytest.approx(reply.usage.completion_tokens / agent.speaking_rate)
+    # the parallel phase ends when the slowest speaker is done
+    assert got["now"] == pytest.approx(max(r.t_done for r in got["replies"]))
+    # trace: each reply event is stamped with its own delivery time
+    reply_events = world.trace.of_kind("llm.reply")
+    assert sorted(e.t for e in reply_events) == [e.t for e in reply_events]
+    assert {e.t for e in reply_events} == {r.t_done for r in got["replies"]}
+
+
+def test_custom_duration_model():
+    world = World(1, StubBackend(), duration=lambda agent, response: 10.0)
+    agent = LLMAgent(world, "X")
+
+    def proc(world):
+        yield agent.ask("a")
+        yield agent.ask("b")
+
+    world.process(proc(world))
+    world.run()
+    assert world.now == 20.0
+
+
+def test_speaking_time_is_tokens_over_rate():
+    world = World(1, StubBackend())
+    agent = LLMAgent(world, "X", speaking_rate=5.0)
+    response = LLMResponse("x" * 40, Usage(3, 10))
+    assert speaking_time(agent, response) == 2.0
+    # without usage, tokens are estimated at 4 characters each
+    assert speaking_time(agent, LLMResponse("x" * 40)) == 2.0
+
+
+def test_failed_call_fails_its_event_and_can_be_caught():
+    world, agents = make_world(FailingBackend(["A1"]), n=3)
+    outcome = {}
+
+    def proc(world):
+        try:
+            yield from parallel(world, agents, "Go.", phase="p")
+        except ConnectionError as exc:
+            outcome["error"] = str(exc)
+        reply = yield agents[0].ask("Still there?")
+        outcome["after"] = reply.text
+
+    world.process(proc(world))
+    world.run()
+    assert outcome["error"] == "simulated transport failure"
+    assert outcome["after"]
+    errors = world.trace.of_kind("llm.error")
+    assert [e.agent for e in errors] == ["A1"]
+    assert world.usage["stub"]["errors"] == 1
+
+
+def test_uncaught_failure_stops_the_world():
+    world, agents = make_world(FailingBackend(["A0"]), n=1)
+    world.process(parallel(world, agents, "Go.", phase="p"))
+    with pytest.raises(ConnectionError):
+        world.run()
+
+
+def test_many_worlds_share_one_loop_concurrently():
+    backend = SlowBackend(latency=0.3)
+    worlds = []
+    for seed in range(6):
+        world, agents = make_world(backend, n=3, seed=seed)
+        world.process(parallel(world, agents, "Go.", phase="p"))
+        worlds.append(world)
+    start = time.perf_counter()
+    asyncio.run(run_worlds(worlds))
+    elapsed = time.perf_counter() - start
+    assert backend.calls == 18
+    assert backend.max_in_flight == 18
+    assert elapsed < 0.3 * 2.5
+
+
+def test_per_agent_backend_is_used():
+    other = SlowBackend(latency=0.0)
+    world, agents = make_world(StubBackend(), n=2)
+    agents[1].backend = other
+    world.process(parallel(world, agents, "Go.", phase="p"))
+    world.run()
+    assert other.calls == 1
+
+
+def test_schema_replies_are_parsed_and_bad_ones_flagged():
+    world, agents = make_world(StubBackend(malformed_rate=0.5), n=12)
+    got = {}
+
+    def proc(world):
+        got["replies"] = yield from parallel(world, agents, "Go.", schema=Opinion, phase="p")
+
+    world.process(proc(world))
+    world.run()
+    replies = got["replies"]
+    bad = [r for r in replies if r.parse_error]
+    good = [r for r in replies if not r.parse_error]
+    assert bad and good
+    assert all(isinstance(r.value, Opinion) for r in good)
+    assert all(r.value is None and r.text for r in bad)
+    flagged = [e for e in world.trace.of_kind("llm.reply") if e.payload.get("parse_error")]
+    assert len(flagged) == len(bad)
+
+
+def test_agents_are_mesa_agents_in_an_agentset():
+    import mesa
+
+    world, agents = make_world(StubBackend(), n=3)
+    assert isinstance(world, mesa.Model)
+    assert all(isinstance(a, mesa.Agent) for a in agents)
+    assert [a.name for a in world.agents] == ["A0", "A1", "A2"]
+    with pytest.raises(ValueError, match="already taken"):
+        LLMAgent(world, "A0")
+
+
+def test_intervention_hooks_alter_requests_responses_delays_and_order():
+    from simcore.kernel import Intervention
+
+    class Perturb(Intervention):
+        def request(self, agent, request, fields):
+            if agent.name == "A1":
+                from dataclasses import replace
+                return replace(request, max_tokens=7)
+            return request
+
+        def response(self, call, response):
+            if call.agent.name == "A1":
+                return ConnectionError("injected")
+            return response
+
+        def delay(self, call, delay):
+            return delay + 100.0 if call.agent.name == "A0" else delay
+
+        def order(self, phase, round_index, agents):
+            return list(reversed(agents))[:-1]  # reverse and drop the last turn
+
+    world = World(1, StubBackend(), intervention=Perturb())
+    agents = [LLMAgent(world, f"A{i}", max_output_tokens=50) for i in range(3)]
+    out = {}
+
+    def proc(world):
+        try:
+            yield from speaking_round(world, agents, "Talk.", round_index=1)
+        except ConnectionError as exc:
+            out["error"] = str(exc)
+        out["order"] = [m.speaker for m in world.board.messages]
+        reply = yield agents[0].ask("again")
+        out["a0"] = reply
+
+    world.process(proc(world))
+    world.run()
+    calls = world.trace.of_kind("llm.call")
+    # reversed and the last turn (A0) dropped; A1's call failed by injection
+    assert [c.agent for c in calls] == ["A2", "A1", "A0"]
+    assert calls[1].payload["max_tokens"] == 7 and calls[0].payload["max_tokens"] == 50
+    assert out["error"] == "injected" and out["order"] == ["A2"]
+    assert out["a0"].t_done - out["a0"].t_asked >= 100.0

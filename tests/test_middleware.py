@@ -1,0 +1,342 @@
+"""Every fault against the fake server; retries, limits and the budget checked from its counters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+
+import pytest
+import pytest_asyncio
+
+from backends.base import LLMRequest, Message
+from backends.errors import (
+    AuthenticationError,
+    BadRequest,
+    BudgetExceeded,
+    MalformedResponse,
+    RateLimited,
+    RequestTimeout,
+    RunHalted,
+    ServerError,
+    TransportError,
+    UnpricedModel,
+    redact,
+)
+from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
+from backends.middleware import RetryPolicy, TokenBucket
+from backends.registry import BackendSpec, make_backend
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}, "score": {"type": "integer",
+          "minimum": 1, "maximum": 5}}, "required": ["answer", "score"]}
+FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0}
+
+
+def req(i: int = 0, model: str = "m", max_tokens: int = 32, schema=SCHEMA) -> LLMRequest:
+    return LLMRequest(model, (Message("user", f"question {i}"),), max_tokens=max_tokens, temperature=0.0,
+                      seed=1, schema=schema, metadata={"i": i})
+
+
+@pytest_asyncio.fixture
+async def server():
+    async with FakeServer(FakeConfig()) as srv:
+        yield srv
+
+
+def live(srv: FakeServer, **options):
+    return make_backend(BackendSpec("openai-compatible", "m", base_url=srv.openai_url, options={**FAST, **options}))
+
+
+def configure(srv: FakeServer, *faults: str, latency: str = "fixed:0", **kw) -> None:
+    srv.reset(FakeConfig(Latency.parse(latency), faults=tuple(Fault.parse(f) for f in faults), **kw))
+
+
+async def one(srv: FakeServer, **options):
+    backend = live(srv, **options)
+    try:
+        return await backend.complete(req())
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_clean_call_returns_schema_valid_json_with_usage(server):
+    res = await one(server)
+    data = json.loads(res.text)
+    assert set(data) == {"answer", "score"} and 1 <= data["score"] <= 5
+    assert res.usage.prompt_tokens > 0 and res.usage.completion_tokens > 0
+    assert res.finish_reason == "stop" and res.system_fingerprint == "fp_fake" and res.model == "m"
+    assert res.latency_s > 0
+    assert server.stats()["requests"] == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fault", ["429:first=2,retry_after=0", "500:first=2", "503:first=2",
+                                   "status=408:first=2", "status=409:first=2", "status=502:first=2",
+                                   "drop:first=2", "malformed:first=2"])
+async def test_transient_faults_are_retried_until_success(server, fault):
+    configure(server, fault)
+    res = await one(server)
+    assert json.loads(res.text)["answer"]
+    stats = server.stats()
+    assert stats["requests"] == 3, stats
+    assert sum(stats["faults"].values()) == 2
+
+
+@pytest.mark.asyncio
+async def test_timeouts_are_retried(server):
+    configure(server, "timeout:first=1,hang=3")
+    start = time.monotonic()
+    res = await one(server, timeout_s=0.3)
+    assert res.text and server.stats()["requests"] == 2
+    assert 0.3 <= time.monotonic() - start < 2.5
+
+
+@pytest.mark.asyncio
+async def test_retry_after_is_honoured(server):
+    configure(server, "429:first=2,retry_after=0.25")
+    start = time.monotonic()
+    await one(server)
+    assert time.monotonic() - start >= 0.5
+    assert server.stats()["by_status"] == {"200": 1, "429": 2}
+
+
+@pytest.mark.asyncio
+async def test_retry_after_is_capped(server):
+    configure(server, "429:first=1,retry_after=30")
+    start = time.monotonic()
+    await one(server, retry_after_cap_s=0.1)
+    assert time.monotonic() - start < 3.0
+    assert server.stats()["requests"] == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fault, error", [("503:rate=1", ServerError), ("429:rate=1,retry_after=0", RateLimited),
+                                          ("drop:rate=1", TransportError), ("malformed:rate=1", MalformedResponse),
+                                          ("timeout:rate=1,hang=2", RequestTimeout)])
+async def test_exhausted_retries_raise_a_typed_error(server, fault, error):
+    configure(server, fault)
+    with pytest.raises(error) as info:
+        await one(server, max_retries=2, timeout_s=0.2)
+    assert "after 3 attempts" in str(info.value)
+    assert server.stats()["requests"] == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("status, error", [(400, BadRequest), (404, BadRequest), (422, BadRequest),
+                                           (401, AuthenticationError), (403, AuthenticationError)])
+async def test_client_errors_are_not_retried(server, status, error):
+    configure(server, f"status={status}:rate=1")
+    with pytest.raises(error, match=f"HTTP {status}"):
+        await one(server)
+    assert server.stats()["requests"] == 1
+
+
+@pytest.mark.asyncio
+async def test_connection_refused_is_a_transport_error():
+    srv = FakeServer()
+    await srv.start()
+    url = srv.openai_url
+    await srv.stop()
+    backend = make_backend(BackendSpec("openai-compatible", "m", base_url=url,
+                                       options={**FAST, "max_retries": 1}))
+    try:
+        with pytest.raises(TransportError, match="connection to 127.0.0.1"):
+            await backend.complete(req())
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.asyncio
+async def test_length_and_nonjson_content_are_answers_not_errors(server):
+    configure(server, "length:first=1", "nonjson:first=1,model=other")
+    backend = live(server)
+    try:
+        cut = await backend.complete(req())
+        prose = await backend.complete(req(model="other"))
+    finally:
+        await backend.aclose()
+    assert cut.finish_reason == "length"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut.text)
+    assert prose.text.startswith("Sure!") and prose.finish_reason == "stop"
+    assert server.stats()["requests"] == 2  # neither was retried
+
+
+@pytest.mark.asyncio
+async def test_concurrency_limit_is_respected(server):
+    configure(server, latency="fixed:0.05")
+    backend = live(server, max_concurrency=5)
+    try:
+        out = await asyncio.gather(*(backend.complete(req(i)) for i in range(30)))
+    finally:
+        await backend.aclose()
+    assert len(out) == 30
+    assert server.stats()["max_concurrency"] == 5
+
+
+@pytest.mark.asyncio
+async def test_requests_per_minute_limit(server):
+    # 2400/min = 40/s with a burst of 40: 80 requests need at least 1 s.
+    backend = live(server, rpm=2400, max_concurrency=64)
+    start = time.monotonic()
+    try:
+        await asyncio.gather(*(backend.complete(req(i)) for i in range(80)))
+    finally:
+        await backend.aclose()
+    elapsed = time.monotonic() - start
+    arrivals = server.stats()["arrivals"]
+    assert len(arrivals) == 80 and elapsed >= 0.95
+    # No 0.5-s window saw more than burst + rate * window (+ slack for server-side bunching).
+    worst = max(sum(1 for t in arrivals if a <= t < a + 0.5) for a in arrivals)
+    assert worst <= 40 + 20 + 8
+
+
+@pytest.mark.asyncio
+async def test_tokens_per_minute_limit(server):
+    # 60000/min = 1000 tokens/s, bucket of 1000. Each request takes its prompt estimate
+    # + max_tokens up front and gets back what the reply did not use, so what the
+    # bucket gives out in the end is the tokens the server counted: the run must take
+    # at least (counted - 1000) / 1000 seconds.
+    backend = live(server, tpm=60000, max_concurrency=64)
+    start = time.monotonic()
+    try:
+        await asyncio.gather(*(backend.complete(req(i, max_tokens=100, schema=None)) for i in range(30)))
+    finally:
+        await backend.aclose()
+    elapsed = time.monotonic() - start
+    stats = server.stats()
+    used = stats["prompt_tokens"] + stats["completion_tokens"]
+    assert stats["requests"] == 30 and used > 2000
+    assert elapsed >= (used - 1000) / 1000 * 0.95
+
+
+@pytest.mark.asyncio
+async def test_budget_stops_before_it_is_exceeded(server, tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input": 1000.0, "output": 1000.0}}))
+    # Worst case of one call: (ceil(10/3)+4 + 32) tokens * $1000/M = $0.039; actual is lower.
+    backend = live(server, budget_usd=0.1, prices=str(prices), max_concurrency=1)
+    sent, refused = 0, None
+    try:
+        for i in range(10):
+            try:
+                await backend.complete(req(i))
+                sent += 1
+            except BudgetExceeded as exc:
+                refused = exc
+                break
+        spent = backend.ledger.spent_usd
+    finally:
+        await backend.aclose()
+    assert refused is not None and "could cost up to" in str(refused)
+    assert server.stats()["requests"] == sent >= 2
+    assert spent <= 0.1
+    assert backend.ledger.by_model["m"]["calls"] == sent
+
+
+@pytest.mark.asyncio
+async def test_budget_holds_under_concurrency(server, tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input": 1000.0, "output": 1000.0}}))
+    configure(server, latency="fixed:0.05")
+    backend = live(server, budget_usd=0.2, prices=str(prices), max_concurrency=32)
+    try:
+        out = await asyncio.gather(*(backend.complete(req(i)) for i in range(40)), return_exceptions=True)
+        spent = backend.ledger.spent_usd
+    finally:
+        await backend.aclose()
+    ok = [r for r in out if not isinstance(r, BaseException)]
+    assert all(isinstance(r, BudgetExceeded) for r in out if isinstance(r, BaseException))
+    assert server.stats()["requests"] == len(ok) and 0 < len(ok) < 40
+    assert spent <= 0.2
+
+
+@pytest.mark.asyncio
+async def test_budget_with_an_unpriced_model_refuses_to_run(server):
+    with pytest.raises(UnpricedModel, match="has no price"):
+        await one(server, budget_usd=1.0)
+    assert server.stats()["requests"] == 0
+
+
+@pytest.mark.asyncio
+async def test_anthropic_and_gemini_clients_against_the_fake_server(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic")
+    monkeypatch.setenv("GEMINI_API_KEY", "test-gemini")
+    for name in ("anthropic", "gemini"):
+        backend = make_backend(BackendSpec(name, "model-x", base_url=server.url, options=FAST))
+        try:
+            res = await backend.complete(req())
+        finally:
+            await backend.aclose()
+        assert set(json.loads(res.text)) == {"answer", "score"}, name
+        assert res.usage.completion_tokens > 0 and res.finish_reason == "stop"
+    assert server.stats()["by_model"] == {"m": 2}
+
+
+@pytest.mark.asyncio
+async def test_router_sends_prefixed_models_to_their_provider(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic")
+    spec = BackendSpec("openai-compatible", "m", base_url=server.openai_url, options=FAST)
+    backend = make_backend(spec)
+    # anthropic: goes to the real Anthropic URL unless re-pointed; point the preset at the fake server.
+    backend.inner.provider("anthropic").base_url = server.url
+    try:
+        a = await backend.complete(req(model="m"))
+        b = await backend.complete(req(model="anthropic:claude-x"))
+        c = await backend.complete(req(model="stub:anything"))
+    finally:
+        await backend.aclose()
+    assert a.text and b.text and c.text
+    assert server.stats()["by_model"] == {"claude-x": 1, "m": 1}  # the stub call never left the process
+    assert set(backend.stats()["providers"]) == {"anthropic", "openai-compatible"}
+
+
+def test_backoff_has_bounded_jitter_and_caps():
+    policy = RetryPolicy(backoff_base_s=1.0, backoff_max_s=8.0, retry_after_cap_s=5.0)
+    rng = random.Random(0)
+    for retry in range(6):
+        step = min(8.0, 2.0**retry)
+        waits = [policy.delay(retry, RuntimeError(), rng) for _ in range(200)]
+        assert min(waits) >= step / 2 and max(waits) <= step
+        assert max(waits) - min(waits) > step / 10  # jitter is real
+
+    class Limited(Exception):
+        retry_after = 100.0
+
+    assert 5.0 <= policy.delay(0, Limited(), rng) <= 5.5
+
+
+@pytest.mark.asyncio
+async def test_token_bucket_paces_to_its_rate():
+    bucket = TokenBucket(rate=100.0, capacity=10.0)
+    start = time.monotonic()
+    for _ in range(30):
+        await bucket.take(1)
+    assert time.monotonic() - start >= 0.18  # 20 tokens beyond the burst at 100/s
+
+
+def test_redact_removes_keys_and_key_shaped_strings():
+    text = "bad key sk-abcdefghijklmnop and AIzaSyA1234567890abcdef, Bearer xyz, mine: SENTINEL-123456789012"
+    out = redact(text, "SENTINEL-123456789012")
+    for secret in ("sk-abcdefghijklmnop", "AIzaSyA1234567890abcdef", "xyz", "SENTINEL", "789012"):
+        assert secret not in out
+    prose = "a risk-assessment of sk-learn results by task-forces"
+    assert redact(prose, "SENTINEL-123456789012", key_shapes=False) == prose
+    assert "risk-assessment" in redact(prose) and "task-forces" in redact(prose)
+
+
+@pytest.mark.asyncio
+async def test_fail_fast_wakes_calls_that_wait_to_retry(server):
+    configure(server, "429:rate=1,retry_after=5,model=slow", "503:rate=1,model=bad")
+    backend = live(server, fail_fast=True, max_retries=3)
+    start = time.monotonic()
+    try:
+        slow, bad = await asyncio.gather(backend.for_trial("a").complete(req(model="slow")),
+                                         backend.for_trial("b").complete(req(model="bad")), return_exceptions=True)
+    finally:
+        await backend.aclose()
+    assert isinstance(bad, ServerError) and isinstance(slow, RunHalted)
+    assert time.monotonic() - start < 3.0  # did not sit out the 5-s Retry-After
+    assert server.stats()["by_model"] == {"bad": 4, "slow": 1}

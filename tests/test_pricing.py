@@ -1,0 +1,55 @@
+"""Price lookup: prefixes, vendors, patterns, overrides and free local models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backends.pricing import PriceTable, cost_usd, load_prices, price_of, usage_cost
+from backends.registry import BackendSpec, price_table
+
+TABLE = {"gpt-4.1-mini": {"input": 0.4, "output": 1.6}, "my-*": {"input": 1.0, "output": 1.0},
+         "my-special-*": {"input": 5.0, "output": 5.0}}
+
+
+def test_lookup_strips_preset_prefix_and_vendor():
+    assert price_of("gpt-4.1-mini", TABLE) == TABLE["gpt-4.1-mini"]
+    assert price_of("openai:gpt-4.1-mini", TABLE) == TABLE["gpt-4.1-mini"]
+    assert price_of("openrouter:openai/gpt-4.1-mini", TABLE) == TABLE["gpt-4.1-mini"]
+    assert price_of("openai/gpt-4.1-mini", TABLE) == TABLE["gpt-4.1-mini"]
+    assert price_of("gpt-5", TABLE) is None
+
+
+def test_longest_glob_pattern_wins():
+    assert price_of("my-model", TABLE)["input"] == 1.0
+    assert price_of("my-special-model", TABLE)["input"] == 5.0
+
+
+def test_cost_and_usage_cost_list_unpriced_models():
+    assert cost_usd("gpt-4.1-mini", 1_000_000, 500_000, TABLE) == pytest.approx(0.4 + 0.8)
+    out = usage_cost({"gpt-4.1-mini": {"prompt_tokens": 10**6, "completion_tokens": 0}, "x": {}}, TABLE)
+    assert out["cost_usd"] == pytest.approx(0.4) and out["unpriced_models"] == ["x"]
+
+
+def test_user_file_overrides_builtin_prices(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"gpt-4.1-mini": {"input": 9, "output": 9}, "new-model": {"input": 1, "output": 2}}))
+    table = load_prices(str(f))
+    assert table["gpt-4.1-mini"]["input"] == 9 and table["new-model"]["output"] == 2
+    assert load_prices()["gpt-4.1-mini"]["input"] == 0.4  # built-in untouched
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"m": {"input": 1}}))
+    with pytest.raises(ValueError, match="needs 'input' and 'output'"):
+        load_prices(str(bad))
+
+
+def test_local_presets_and_the_stub_are_free():
+    local = price_table(BackendSpec("llamacpp", "gemma"))
+    assert local.lookup("gemma") == {"input": 0.0, "output": 0.0}
+    assert local.lookup("openai:gpt-4.1-mini")["input"] == 0.4  # routed to a paid provider
+    stub = price_table(BackendSpec("stub", "stub"))
+    assert stub.lookup("gpt-4.1") == {"input": 0.0, "output": 0.0}
+    paid = price_table(BackendSpec("openai", "gpt-4.1"))
+    assert paid.lookup("gpt-4.1")["output"] == 8.0 and paid.lookup("unknown") is None
+    assert isinstance(paid, PriceTable) and "gpt-4.1" in paid

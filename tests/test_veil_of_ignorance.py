@@ -1,0 +1,491 @@
+"""Tests of the veil-of-ignorance scenario."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backends.stub import StubBackend
+from scenarios.veil_of_ignorance import SCENARIO
+from scenarios.veil_of_ignorance.behaviour import make_behaviour, positions
+from scenarios.veil_of_ignorance.config import VeilConfig
+from scenarios.veil_of_ignorance.principles import (
+    DISTRIBUTIONS,
+    Choice,
+    agreement,
+    apply_principle,
+    detect_consensus,
+    draw_classes,
+    lift_veil,
+    make_choice,
+    parse_amount,
+    parse_likert,
+    parse_principle,
+)
+from simcore.cli import load_config_file, main
+from simcore.config import ConfigError
+from simcore.protocols import decision_rule
+from simcore.replay import replay_async
+from simcore.rng import Streams
+from simcore.runner import run_trial, run_trial_async, write_run
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "scenarios" / "veil_of_ignorance" / "configs"
+GOLDEN = Path(__file__).parent / "golden" / "veil_of_ignorance_small.jsonl"
+SMALL = {"n_agents": 2, "max_rounds": 2}
+
+
+def cfg(**changes) -> VeilConfig:
+    return VeilConfig.from_mapping(changes)
+
+
+def trial(seed: int = 7, backend=None, **changes):
+    config = cfg(**changes)
+    return asyncio.run(run_trial_async(SCENARIO, config, seed, backend=backend))
+
+
+# -- parsing ------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "value, score",
+    [
+        ("strongly disagree", 1), ("Strongly Disagree", 1), ("strongly_disagree", 1), ("disagree", 2),
+        ("agree", 3), ("Agree.", 3), ("STRONGLY AGREE", 4), ("strongly-agree", 4),
+        ("4 - strongly agree", 4), ("1 (strongly disagree)", 1), (4, 4), (2.0, 2), ("3", 3),
+        ("3/4", 3), ("2 out of 4", 2),
+        ("neutral", None), ("", None), (None, None), (5, None), (0, None), ("7", None),
+        (True, None), (2.5, None), ("somewhat", None),
+    ],
+)
+def test_parse_likert(value, score):
+    assert parse_likert(value) == score
+
+
+@pytest.mark.parametrize(
+    "value, pid",
+    [
+        (1, 1), ("3", 3), ("Principle 4", 4), ("#2", 2), ("maximize_minimum", 1),
+        ("maximize the average with a floor constraint", 3), ("Average with a range constraint", 4),
+        ("Maximize the minimum income", 1), ("maximize the average income", 2), ("maximin", 1),
+        ("5", None), ("none of them", None), (None, None), (2.5, None), ("13000", None),
+    ],
+)
+def test_parse_principle(value, pid):
+    assert parse_principle(value) == pid
+
+
+@pytest.mark.parametrize(
+    "value, amount",
+    [("$13,000", 13000), ("13000", 13000), ("13k", 13000), ("14.5 thousand", 14500), (12000.0, 12000),
+     ("USD 15000 a year", 15000), ("", None), ("None", None), (None, None), (-5, None), (0, None), (True, None)],
+)
+def test_parse_amount(value, amount):
+    assert parse_amount(value) == amount
+
+
+def test_make_choice_needs_an_amount_for_constraints_only():
+    assert make_choice("3", "$13,000") == Choice(3, 13000)
+    assert make_choice("floor constraint at $13,000", None) == Choice(3, 13000)
+    assert make_choice("3", "") is None  # a constraint without an amount is incomplete
+    assert make_choice("4", "null") is None
+    assert make_choice(2, 5000) == Choice(2)  # amounts do not apply to principles 1 and 2
+    assert make_choice("no idea", "13000") is None
+
+
+# -- consensus detection ----------------------------------------------------------
+
+RNG = np.random.default_rng(0)
+
+
+def test_unanimity_matches_ids_and_amounts():
+    rule = decision_rule("unanimity")
+    same = detect_consensus([Choice(3, 13000)] * 3, rule, RNG)
+    assert same.reached and same.choice == "floor_constraint:13000"
+    amounts_differ = detect_consensus([Choice(3, 13000), Choice(3, 13000), Choice(3, 14000)], rule, RNG)
+    assert not amounts_differ.reached and amounts_differ.choice is None
+    ids_differ = detect_consensus([Choice(3, 13000), Choice(4, 13000), Choice(3, 13000)], rule, RNG)
+    assert not ids_differ.reached
+    abstention = detect_consensus([Choice(1), Choice(1), None], rule, RNG)
+    assert not abstention.reached
+    assert detect_consensus([Choice(2)] * 4, rule, RNG).choice == "maximize_average"
+
+
+def test_threshold_and_majority_rules():
+    votes = [Choice(3, 13000), Choice(3, 13000), Choice(1), Choice(3, 13000), None]
+    assert detect_consensus(votes, decision_rule("threshold:0.6"), RNG).reached
+    assert not detect_consensus(votes, decision_rule("threshold:0.8"), RNG).reached
+    assert detect_consensus(votes, decision_rule("majority"), RNG).choice == "floor_constraint:13000"
+    split = [Choice(3, 13000), Choice(3, 14000), Choice(3, 15000)]
+    assert not detect_consensus(split, decision_rule("majority"), RNG).reached
+
+
+def test_agreement_share_with_and_without_amounts():
+    votes = [Choice(3, 13000), Choice(3, 14000), None, Choice(3, 13000)]
+    assert agreement(votes) == 0.5
+    assert agreement(votes, by_principle=True) == 0.75
+    assert agreement([None, None]) == 0.0
+
+
+choices = st.one_of(
+    st.none(),
+    st.builds(Choice, st.sampled_from([1, 2])),
+    st.builds(Choice, st.sampled_from([3, 4]), st.sampled_from([12000, 13000])),
+)
+
+
+@given(st.lists(choices, min_size=1, max_size=8))
+def test_unanimity_iff_all_identical_and_valid(votes):
+    decision = detect_consensus(votes, decision_rule("unanimity"), RNG)
+    assert decision.reached == (votes[0] is not None and all(v == votes[0] for v in votes))
+
+
+@given(st.lists(choices, min_size=1, max_size=8), st.sampled_from([0.5, 0.67, 1.0]))
+def test_threshold_counts_matching_choices(votes, q):
+    decision = detect_consensus(votes, decision_rule(f"threshold:{q}"), RNG)
+    best = max((sum(v == c for v in votes) for c in votes if c is not None), default=0)
+    assert decision.reached == (best >= q * len(votes) - 1e-12)
+
+
+# -- the veil -------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "choice, index, met",
+    [
+        (Choice(1), 3, True), (Choice(2), 0, True), (Choice(3, 13000), 2, True), (Choice(3, 12000), 0, True),
+        (Choice(3, 15000), 3, True), (Choice(3, 20000), 3, False), (Choice(4, 15000), 1, True),
+        (Choice(4, 17000), 2, True), (Choice(4, 20000), 0, True), (Choice(4, 1000), 3, False),
+    ],
+)
+def test_principles_pick_the_documented_distribution(choice, index, met):
+    assert apply_principle(choice, DISTRIBUTIONS) == (index, met)
+
+
+def test_payoff_assignment_is_seeded_and_independent_of_the_outcome():
+    def assign(seed, choice):
+        s = Streams(seed)
+        classes = draw_classes(5, (1,) * 5, s.numpy("veil.classes"))
+        return lift_veil(choice, DISTRIBUTIONS, classes, s.numpy("veil.fallback"))
+
+    a, b = assign(11, Choice(1)), assign(11, Choice(1))
+    assert a == b
+    other = assign(11, Choice(2))
+    assert other.classes == a.classes and other.distribution != a.distribution
+    assert other.incomes == tuple(DISTRIBUTIONS[0].incomes[c] for c in a.classes)
+    assert {assign(s, None).distribution for s in range(40)} == {0, 1, 2, 3}  # fallback draws them all
+    assert all(assign(s, None).fallback for s in range(3))
+    assert len({assign(s, Choice(1)).classes for s in range(20)}) > 1
+
+
+def test_class_weights_are_respected():
+    classes = draw_classes(2000, (0, 0, 1, 0, 3), np.random.default_rng(3))
+    assert set(classes) == {2, 4}
+    assert 0.7 < classes.count(4) / len(classes) < 0.8
+
+
+# -- configs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["default", "temperature_test", "decomposed_memory_test"])
+def test_shipped_configs_load(name):
+    config = VeilConfig.from_mapping(load_config_file(str(CONFIGS / f"{name}.yaml")))
+    assert config.experiment_id == name
+    roster = config.roster()
+    assert [a.name for a in roster] == ["Agent_1", "Agent_2", "Agent_3"]
+    assert all(a.model.startswith("gpt-4.1") for a in roster)
+    if name == "temperature_test":
+        assert [a.temperature for a in roster] == [0.0, 0.7, 1.4]
+    if name == "decomposed_memory_test":
+        assert config.memory == "decomposed"
+    assert VeilConfig.from_mapping(json.loads(json.dumps(config.to_dict()))) == config  # manifest round trip
+
+
+def test_roster_fills_defaults_and_skips_taken_names():
+    config = cfg(n_agents=4, agents=[{"name": "Agent_2", "personality": "You are careful."}], default_model="m")
+    roster = config.roster()
+    assert [a.name for a in roster] == ["Agent_2", "Agent_1", "Agent_3", "Agent_4"]
+    assert roster[1].personality == config.default_personality
+    assert {a.model for a in roster} == {"m"}
+    assert cfg(n_agents=2).roster()[1].name == "Agent_2"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"agents": [{"name": "A", "personalty": "x"}]}, "agents[0].personalty: unknown field"),
+        ({"agents": [{"name": "A"}, {"name": "A"}]}, "agents: names must be unique"),
+        ({"agents": [{"name": "has space"}]}, "agents[0].name: must start with a letter"),
+        ({"agents": [{"name": "Moderator"}]}, "agents[0].name: 'Moderator' is reserved"),
+        ({"agents": [{"name": "A", "temperature": 3}]}, "agents[0].temperature: must be a number from 0 to 2"),
+        ({"agents": "Agent_1"}, "agents"),
+        ({"decision_rule": "supermajority"}, "decision_rule: must be majority, unanimity"),
+        ({"memory": "forever"}, "memory: must be full, recent:K, summary or decomposed"),
+        ({"max_rounds": 0}, "max_rounds: must be an integer from 1 to 100"),
+        ({"distributions": [{"name": "D", "incomes": [1, 2]}]}, "distributions[0].incomes: must give one income per class"),
+        ({"distributions": [{"name": "D", "incomes": ["a", 2, 3, 4, 5]}]}, "distributions[0].incomes: must be a list"),
+        ({"class_weights": [1, 2]}, "class_weights: must be empty or 5"),
+        ({"logging": {"enabled": "maybe"}}, "logging.enabled: must be true or false"),
+        ({"experiment": {"max_rounds": 5}}, "experiment: unknown field"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_field(data, message):
+    with pytest.raises(ConfigError) as err:
+        VeilConfig.from_mapping(data)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def _cli(argv, tmp_path, capsys):
+    out = tmp_path / "runs"
+    with pytest.raises(SystemExit) as exit_:
+        main(SCENARIO, [*argv, "--out", str(out)])
+    return exit_.value.code, capsys.readouterr().err, out
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("max_rounds: [1, 2\n", "config: invalid YAML"),
+        ("agents:\n  - name: A\n    persona: x\n", "agents[0].persona: unknown field"),
+        ("- just\n- a list\n", "must hold a mapping"),
+        ("memory: recent:0\n", "memory: must be full, recent:K"),
+    ],
+)
+def test_cli_bad_yaml_exits_2_and_writes_nothing(content, message, tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    code, err, out = _cli(["--config", str(path)], tmp_path, capsys)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_cli_bad_flag_exits_2(tmp_path, capsys):
+    code, err, out = _cli(["--decision-rule", "threshold:2"], tmp_path, capsys)
+    assert code == 2 and err.startswith("error: decision_rule:") and not out.exists()
+
+
+def test_cli_runs_a_shipped_config(tmp_path, capsys):
+    out = tmp_path / "runs"
+    code = main(SCENARIO, ["--config", str(CONFIGS / "decomposed_memory_test.yaml"), "--max-rounds", "2",
+                           "--out", str(out), "--seed", "3"])
+    assert code == 0
+    (run_dir,) = (out / "veil_of_ignorance").iterdir()
+    assert {p.name for p in run_dir.iterdir()} >= {"experiment.json", "trace.jsonl", "results.json", "manifest.json", "plots"}
+    assert {p.name for p in (run_dir / "plots").iterdir()} == {"likert.png", "choices.png"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["memory"] == "decomposed" and manifest["config"]["max_rounds"] == 2
+    assert sorted(manifest["models"]) == ["gpt-4.1-mini"]
+    assert "veil of ignorance (decomposed_memory_test)" in capsys.readouterr().out
+
+
+# -- runs -------------------------------------------------------------------------
+
+def test_golden_trace_small_config():
+    text = trial(7, **SMALL).trace.to_jsonl()
+    if os.environ.get("SIMCORE_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "trace changed; rerun with SIMCORE_UPDATE_GOLDEN=1 if intended"
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["full", "recent:2", "summary", "decomposed"]))
+def test_same_seed_same_trace(seed, memory):
+    a, b = trial(seed, memory=memory, max_rounds=3), trial(seed, memory=memory, max_rounds=3)
+    assert a.trace.to_jsonl() == b.trace.to_jsonl()
+    assert a.results["metrics"] == b.results["metrics"]
+
+
+def test_trace_identical_across_processes_and_hash_seeds():
+    code = (
+        "from scenarios.veil_of_ignorance import SCENARIO as S; from simcore.runner import run_trial; "
+        "print(run_trial(S, S.config_type.from_mapping({'memory': 'decomposed', 'max_rounds': 3}), 5)"
+        ".trace.sha256())"
+    )
+    shas = {
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": h},
+        ).stdout.strip()
+        for h in ("0", "12345")
+    }
+    assert len(shas) == 1
+    assert shas == {trial(5, memory="decomposed", max_rounds=3).trace.sha256()}
+
+
+def test_replay_reproduces_a_written_run(tmp_path):
+    run_dir = write_run(run_trial(SCENARIO, cfg(**SMALL), 9), tmp_path)
+    assert asyncio.run(replay_async(run_dir)).identical
+
+
+def test_agent_centric_json_structure(tmp_path):
+    t = trial(4, memory="decomposed", n_agents=3)
+    run_dir = write_run(t, tmp_path)
+    data = json.loads((run_dir / "experiment.json").read_text())
+    names = ["Agent_1", "Agent_2", "Agent_3"]
+    assert sorted(data) == sorted(["experiment_metadata", *names])
+    meta = data["experiment_metadata"]
+    rounds = meta["rounds_taken"]
+    assert rounds == t.results["metrics"]["rounds_taken"] >= 1
+    assert meta["consensus"]["reached"] == t.results["metrics"]["consensus_reached"]
+    assert [p["id"] for p in meta["principles"]] == [1, 2, 3, 4]
+    assert set(meta["veil"]["assignments"]) == set(names)
+    for n in names:
+        agent = data[n]
+        assert set(agent) == {"overall", "final", *[f"round_{r}" for r in range(rounds + 1)]}
+        assert agent["overall"]["memory_strategy"] == "decomposed"
+        assert set(agent["round_0"]["likert"]) == {"maximize_minimum", "maximize_average", "floor_constraint", "range_constraint"}
+        for r in range(1, rounds + 1):
+            entry = agent[f"round_{r}"]
+            assert {"public_history", "memory", "strategy", "communication", "choice"} <= set(entry)
+            assert [s["step"] for s in entry["memory_steps"]] == ["positions", "dynamics", "plan"]
+            assert entry["communication"] and entry["strategy"]
+            assert "input" not in entry and "raw_output" in entry  # the logging defaults
+
+
+def test_logging_options_shape_the_json(tmp_path):
+    quiet = {"capture_raw_inputs": False, "capture_raw_outputs": False, "capture_memory_steps": False,
+             "include_times": False}
+    run_dir = write_run(trial(4, logging=quiet, memory="decomposed", **SMALL), tmp_path)
+    text = (run_dir / "experiment.json").read_text()
+    for key in ('"input"', '"raw_output"', '"memory_steps"', '"t_asked"'):
+        assert key not in text
+    loud = {"capture_raw_inputs": True}
+    data = json.loads((write_run(trial(4, logging=loud, **SMALL), tmp_path / "b") / "experiment.json").read_text())
+    assert data["Agent_1"]["round_1"]["input"]["system"].startswith("You are an economist")
+    off = write_run(trial(4, logging={"enabled": False}, **SMALL), tmp_path / "c")
+    assert not (off / "experiment.json").exists() and (off / "plots" / "likert.png").exists()
+
+
+def test_interview_is_stored_per_agent():
+    t = trial(2)
+    for name in t.world.state["names"]:
+        interview = t.world.state["log"][name]["final"]["interview"]
+        assert interview["question"].startswith(name)
+        assert interview["explanation"] and interview["experience"]
+    asked = t.trace.of_kind("llm.call")
+    assert sum(e.agent == "Interviewer" for e in asked) == len(t.world.state["names"])
+
+
+def test_descriptions_are_neutral():
+    t = trial(1, memory="decomposed", max_rounds=2)
+    prompts = "".join(a.persona for a in t.world.by_name.values()) + json.dumps(t.world.state["log"])
+    for word in ("Rawls", "Harsanyi", "Nozick", "Bentham", "Mill ", "utilitarian", "Frohlich", "veil of ignorance"):
+        assert word.lower() not in prompts.lower()
+
+
+@pytest.mark.parametrize("rate", [0.3, 1.0])
+def test_malformed_model_output_does_not_crash(rate):
+    config = cfg(max_rounds=3)
+    backend = StubBackend(make_behaviour(config), malformed_rate=rate)
+    t = asyncio.run(run_trial_async(SCENARIO, config, 3, backend=backend))
+    m = t.results["metrics"]
+    assert t.status == "ok" and m["parse_errors"] > 0
+    if rate == 1.0:
+        assert not m["consensus_reached"] and m["fallback"] and m["invalid_choices"] == 9
+        assert all(v is None for s in t.results["likert"]["initial"].values() for v in s.values())
+        assert m["likert_shift_mean"] is None
+        log = t.world.state["log"]["Agent_1"]
+        assert log["round_1"]["parse_error"] and log["round_1"]["communication"].startswith("I am not sure")
+        assert log["final"]["interview"]["parse_error"]
+
+
+class FailingBackend(StubBackend):
+    """The stub, except that deliberation turns of round 2 fail for good."""
+
+    async def complete_batch(self, requests):
+        return [
+            RuntimeError("provider down") if r.metadata.get("round") == 2 else self.respond(r) for r in requests
+        ]
+
+
+def test_a_failed_backend_keeps_the_partial_run(tmp_path):
+    config = cfg(persuasion=0.0)
+    t = asyncio.run(run_trial_async(SCENARIO, config, 5, backend=FailingBackend(make_behaviour(config))))
+    assert t.status == "error" and "provider down" in t.error["message"]
+    m = t.results["metrics"]
+    assert m["rounds_taken"] == 1 and not m["consensus_reached"] and t.results["veil"] is None
+    assert "status error" in SCENARIO.summarize(t.results)
+    assert set(m) == set(trial(5).results["metrics"]) and m["distribution"] is None  # stable columns
+    run_dir = write_run(t, tmp_path)
+    assert (run_dir / "trace.jsonl").read_text().count('"llm.error"') >= 1
+
+
+def test_timeout_is_simulated_time_checked_between_rounds():
+    t = trial(5, timeout_s=1.0, persuasion=0.0)
+    m = t.results["metrics"]
+    assert m["rounds_taken"] == 1 and m["end_reason"] in ("timeout", "consensus")
+    long = trial(5, persuasion=0.0)
+    assert long.results["metrics"]["rounds_taken"] > 1
+
+
+def test_memory_strategies_decide_what_enters_prompts():
+    full = trial(6, memory="full", persuasion=0.0, max_rounds=3).world.state["log"]["Agent_1"]
+    recent = trial(6, memory="recent:1", persuasion=0.0, max_rounds=3).world.state["log"]["Agent_1"]
+    summary = trial(6, memory="summary", persuasion=0.0, max_rounds=3).world.state["log"]["Agent_1"]
+    assert full["round_3"]["memory_in_prompt"].count("[round ") == 3
+    assert recent["round_3"]["memory_in_prompt"].count("[round ") == 1
+    assert summary["round_3"]["memory_in_prompt"].count("[round ") == 1
+    assert len(recent["round_3"]["public_history"].splitlines()) <= 1
+    # Summary memory replaces the old discussion: only this round's earlier turns are shown.
+    assert "No agreement after round 1" in full["round_3"]["public_history"]
+    assert "No agreement after round" not in summary["round_3"]["public_history"]
+
+
+def test_per_agent_models_reach_the_requests():
+    agents = [{"name": "A", "model": "model-a"}, {"name": "B", "model": "model-b"}]
+    t = trial(1, agents=agents, n_agents=3, default_model="model-c", feedback_model="model-f", max_rounds=1)
+    assert {n: a.model_name for n, a in t.world.by_name.items()} == {
+        "A": "model-a", "B": "model-b", "Agent_1": "model-c", "Interviewer": "model-f"
+    }
+    assert sorted(t.world.usage) == ["model-a", "model-b", "model-c", "model-f"]
+
+
+def test_metrics_are_scalars_and_sweep_fields_take_strings():
+    t = trial(0)
+    assert all(v is None or isinstance(v, (bool, int, float, str)) for v in t.results["metrics"].values())
+    swept = VeilConfig().replace(memory="summary", temperature="0.0", max_rounds="3", announce_choices="false")
+    assert (swept.memory, swept.temperature, swept.max_rounds, swept.announce_choices) == ("summary", 0.0, 3, False)
+
+
+def test_likert_shift_is_final_minus_initial():
+    t = trial(3)
+    lk = t.results["likert"]
+    for name, shifts in lk["shift"].items():
+        for key, s in shifts.items():
+            assert s == lk["final"][name][key] - lk["initial"][name][key]
+    m = t.results["metrics"]
+    assert m["likert_shift_floor_constraint"] == pytest.approx(
+        np.mean([lk["shift"][n]["floor_constraint"] for n in lk["shift"]])
+    )
+
+
+def test_stub_decodes_positions_latest_statement_wins():
+    text = (
+        "Agent_2: I support maximize the minimum income. Reason.\n"
+        "Moderator: No agreement. Choices: Agent_1 supports maximize the average income; "
+        "Agent_2 supports maximize the average with a floor constraint (floor $13,000); "
+        "Agent_3 supports no valid choice."
+    )
+    assert positions(text, "Agent_1") == {"Agent_2": Choice(3, 13000)}
+
+
+def test_some_trials_agree_and_others_do_not():
+    reached = [trial(s).results["metrics"]["consensus_reached"] for s in range(12)]
+    assert any(reached) and not all(reached)
+
+
+@pytest.mark.slow
+def test_consensus_rate_over_50_seeds_follows_persuasion():
+    def rate(**changes):
+        return np.mean([trial(s, **changes).results["metrics"]["consensus_reached"] for s in range(50)])
+
+    default, none, strong = rate(), rate(persuasion=0.0), rate(persuasion=0.5)
+    assert 0.3 <= default <= 0.7
+    assert none < default < strong
