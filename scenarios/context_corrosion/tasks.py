@@ -7,8 +7,11 @@ direction) to +1 (with it).
 
 The banks feed the stub behaviour model: ``pro`` sentences argue the framing's
 direction, ``con`` sentences argue against it, and ``answers`` are one-line
-verdicts from strongly against (index 0) to strongly for (index 4). Because the
-texts differ in substance, sentence embeddings of a reply carry its stance.
+verdicts from strongly against (index 0) to strongly for (index 4). All of a
+side's sentences share one frame (public safety vs racial bias, earnings vs
+innovation, ...), so MiniLM embeddings carry the stance: sentences of one side are
+closer to each other than to the other side's, and the verdicts lean from con to
+pro (tests/test_context_corrosion_behaviour.py).
 """
 
 from __future__ import annotations
