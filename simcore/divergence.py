@@ -118,14 +118,20 @@ def signature_agent(signature: str) -> str:
 class ControlFlow:
     """Control-flow changes read off an alignment.
 
+    The *tails* are what each run does after the last event the two traces share
+    (the last match of the alignment; the whole trace when nothing matches).
+
     Attributes:
-        reroutes: Substituted pairs whose agents differ.
-        early_termination: The perturbed run stopped before the baseline did: its
-            alignment ends in deletions.
-        early_termination_count: Those trailing deletions.
-        extended_execution: The perturbed run went on after the baseline ended:
-            its alignment ends in insertions.
-        extended_execution_count: Those trailing insertions.
+        reroutes: Substituted pairs that are turns of two different agents (both
+            events have an agent, and the agents differ).
+        early_termination: The perturbed run stopped short: its trace is shorter
+            than the baseline's, and so is its tail.
+        early_termination_count: The smaller of the two shortfalls (events), so
+            that neither a turn dropped mid-run nor replies reordered at the end
+            count as stopping early.
+        extended_execution: The perturbed run went on longer: its trace is longer
+            than the baseline's, and so is its tail.
+        extended_execution_count: The smaller of the two excesses (events).
         total_changes: ``reroutes + early_termination_count + extended_execution_count``.
     """
 
@@ -139,19 +145,22 @@ class ControlFlow:
 
 def control_flow(baseline: Sequence[str], perturbed: Sequence[str], comparison: Comparison) -> ControlFlow:
     """Reroutes, early termination and extended execution of a compared pair."""
-    reroutes = sum(
-        1
-        for p in comparison.alignment
-        if p.op == "substitution"
-        and signature_agent(baseline[p.i]) != signature_agent(perturbed[p.j])  # type: ignore[index]
-    )
-    trailing: dict[str, int] = {"deletion": 0, "insertion": 0}
-    for p in reversed(comparison.alignment):
-        if p.op not in trailing:
-            break
-        trailing[p.op] += 1
-    early = trailing["deletion"] if len(perturbed) < len(baseline) else 0
-    extended = trailing["insertion"] if len(perturbed) > len(baseline) else 0
+    reroutes = 0
+    last_i = last_j = -1
+    for p in comparison.alignment:
+        if p.op == "match":
+            last_i, last_j = p.i, p.j  # type: ignore[assignment]
+        elif p.op == "substitution":
+            a, b = signature_agent(baseline[p.i]), signature_agent(perturbed[p.j])  # type: ignore[index]
+            # An event without an agent (a phase marker, a tally) is nobody's turn.
+            reroutes += a != "-" and b != "-" and a != b
+    # Tails after the last shared event. The backtrack prefers substitutions, so a
+    # run that stopped early does not end its alignment in deletions: its last
+    # events are paired with the baseline's last ones. Tail lengths see through that.
+    tail = (len(baseline) - 1 - last_i) - (len(perturbed) - 1 - last_j)
+    length = len(baseline) - len(perturbed)
+    early = max(0, min(tail, length))
+    extended = max(0, min(-tail, -length))
     return ControlFlow(reroutes, early > 0, early, extended > 0, extended, reroutes + early + extended)
 
 

@@ -390,7 +390,7 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
     """Memory updates, then one turn per agent; returns {agent: Choice or None}."""
     yield from update_memory(world, agents, cfg, r)
     choices: dict[str, Choice | None] = {}
-    for agent in speaking_order(world, agents, cfg.speaking_order, r):
+    for agent in speaking_order(world, agents, cfg.speaking_order, r, "deliberation"):
         memory, history = memory_view(agent, cfg), public_view(agent, cfg)
         prompt = turn_prompt(cfg, r, memory, history)
         reply = yield agent.ask(prompt, schema=Turn, phase="deliberation", history=False, round=r)
