@@ -84,17 +84,22 @@ def test_control_flow():
     cf = control_flow(base, short, compare_signatures(base, short))
     assert cf.early_termination and cf.early_termination_count == 2
     # a run that fails: its last event is paired with the baseline's last one by
-    # substitution, yet it stopped three events short of where the baseline ended
+    # substitution, yet the baseline's last three events never happen in it
     failed = ["call|A|", "reply|A|", "error|B|"]
     c = compare_signatures(base + ["end|-|"], failed)
     assert c.alignment[-1].op == "substitution"
     cf = control_flow(base + ["end|-|"], failed, c)
-    assert cf.early_termination and cf.early_termination_count == 2 and not cf.extended_execution
+    assert cf.early_termination and cf.early_termination_count == 2  # 3 missing, 2 fewer events
+    assert not cf.extended_execution  # the error replaces an event; the run is not longer
+    # repeated signatures are counted with their multiplicity
+    rounds = ["a|X|", "b|Y|"] * 3
+    cf = control_flow(rounds, rounds[:3], compare_signatures(rounds, rounds[:3]))
+    assert cf.early_termination_count == 3 and not cf.extended_execution
     # a turn dropped in the middle is no early termination
     dropped = ["call|A|", "reply|A|", "end|-|"]
     cf = control_flow(base + ["end|-|"], dropped, compare_signatures(base + ["end|-|"], dropped))
     assert not cf.early_termination and not cf.extended_execution
-    # replies reordered at the end: a shorter tail, but not a shorter run
+    # replies reordered at the end: nothing is missing
     reordered = ["call|A|", "reply|B|", "call|B|", "reply|A|"]
     cf = control_flow(base, reordered, compare_signatures(base, reordered))
     assert not cf.early_termination and not cf.extended_execution

@@ -644,6 +644,8 @@ def _operator(text: str) -> Operator:
             raise ConfigError(f"{FIELD}: {name}: needs {key}=...")
     if cls is Drop and "agent" not in sel:
         raise ConfigError(f"{FIELD}: drop: needs agent=... (whose turn to drop)")
+    if cls is RemoveEdge and opts.get("u") is not None and opts.get("u") == opts.get("v"):
+        raise ConfigError(f"{FIELD}: remove_edge: u and v must be two different agents")
     if cls is Swap and ("a" in opts) != ("b" in opts):
         raise ConfigError(f"{FIELD}: swap: give both a= and b=, or neither (the first two speakers)")
     if opts.get("on") == "prompt" and cls is not Inject:
