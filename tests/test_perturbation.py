@@ -24,7 +24,12 @@ from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.perturbation.__main__ import main as cli
 from simcore.config import ConfigError
-from simcore.perturbation import PerturbationResults, parse_perturbation, run_study, run_study_async
+from simcore.perturbation import (
+    PerturbationResults,
+    parse_perturbation,
+    run_study,
+    run_study_async,
+)
 from simcore.perturbation.operators import Selector
 from simcore.perturbation.pairs import (
     UNAVAILABLE,

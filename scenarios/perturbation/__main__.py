@@ -13,6 +13,7 @@ Exit status: 0 when every run finished, 1 when a baseline failed, 2 on bad input
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import textwrap
@@ -36,6 +37,7 @@ from simcore.perturbation.pairs import REUSE, pair_seeds
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m scenarios.perturbation"
+STUDY_FLAGS = ("scenario", "perturb", "pairs", "noise_floor", "reuse", "no_plot", "no_progress")
 
 EPILOG = f"""\
 SPEC: OPERATOR[:KEY=VALUE,...], several joined with '+' (applied together in one
@@ -145,10 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     known, _ = build_parser(None, add_help=False).parse_known_args(argv)
     scenario = None
     if known.scenario:
+        if "." in known.scenario:
+            fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
+                 f"perturb (e.g. {known.scenario.split('.')[-1]})")
         try:
             scenario = load_scenario(known.scenario)
         except ValueError as exc:
             fail(str(exc))
+        clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
+        if clash:
+            fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
     args = build_parser(scenario).parse_args(argv)
     assert scenario is not None  # --scenario is required
     from simcore.perturbation.study import (
@@ -194,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(out, indent=2, sort_keys=True, default=str))
     else:
         print(format_summary(res, calls))
-        print(f"study directory: {study_dir} ({study.wall_s:.1f} s)")
+        print(f"study directory: {study_dir} (runs took {study.wall_s:.2f} s)")
     return 1 if failed else 0
 
 

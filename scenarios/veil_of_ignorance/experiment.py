@@ -428,7 +428,7 @@ def deliberate(world: World, agents: list[LLMAgent], cfg: VeilConfig) -> Any:
     for r in range(1, cfg.max_rounds + 1):
         world.emit("phase", phase="deliberation", round=r)
         choices = yield from deliberation_round(world, agents, cfg, r)
-        ordered = [choices[a.name] for a in agents]
+        ordered = [choices.get(a.name) for a in agents]  # a turn dropped by a perturbation abstains
         decision = detect_consensus(ordered, rule, world.streams.numpy("vote.tiebreak"))
         world.state["decisions"].append({
             "round": r, "t": world.now, "reached": decision.reached, "choice": decision.choice,

@@ -110,16 +110,17 @@ class Selector:
 class Operator(Intervention):
     """Base of the operators: a selector, a counter of matches and a log of what was done.
 
-    Subclasses set ``name``, ``options`` (option -> (parser, default, required))
-    and which selector keys make sense (``selects``), and override the kernel hooks
-    they act through.
+    Subclasses set ``name``, ``summary`` (one line for ``--help``),
+    ``option_parsers`` (option -> (parser, default, required)) and the selector
+    keys that make sense for them (``selects``), and override the kernel hooks
+    they act through. ``applied`` logs every change made (time, trace index,
+    agent, fields).
     """
 
     selector: Selector = dataclasses.field(default_factory=Selector)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     name: ClassVar[str] = ""
-    event: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     option_parsers: ClassVar[dict[str, tuple[Callable[[str, str], Any], Any, bool]]] = {}
     selects: ClassVar[tuple[str, ...]] = ("agent", "phase", "round", "field", "after", "nth")
@@ -226,7 +227,6 @@ def _choice(key: str, choices: tuple[str, ...]) -> Callable[[str, str], str]:
 class TextOperator(Operator):
     """Changes a text: a public message (default), the raw reply, or (inject) the prompt."""
 
-    event: ClassVar[str] = "message"
 
     def transform(self, text: str) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -323,7 +323,6 @@ class Inject(TextOperator):
 @dataclass
 class Drop(Operator):
     name: ClassVar[str] = "drop"
-    event: ClassVar[str] = "order"
     summary: ClassVar[str] = "drop an agent's turn from a speaking order (agent= required)"
     selects: ClassVar[tuple[str, ...]] = ("agent", "phase", "round", "after", "nth")
 
@@ -339,7 +338,6 @@ class Drop(Operator):
 @dataclass
 class Swap(Operator):
     name: ClassVar[str] = "swap"
-    event: ClassVar[str] = "order"
     summary: ClassVar[str] = "swap speakers a= and b= (default: the first two) in a speaking order"
     selects: ClassVar[tuple[str, ...]] = ("phase", "round", "after", "nth")
     option_parsers: ClassVar[dict[str, Any]] = {"a": (_name("a"), None, False), "b": (_name("b"), None, False)}
@@ -366,7 +364,6 @@ class Swap(Operator):
 @dataclass
 class Budget(Operator):
     name: ClassVar[str] = "budget"
-    event: ClassVar[str] = "call"
     summary: ClassVar[str] = "set an agent's token budget (max_tokens) to tokens=N; default nth=all"
     option_parsers: ClassVar[dict[str, Any]] = {"tokens": (_tokens, None, True)}
     default_nth: ClassVar[int | None] = None
@@ -382,7 +379,6 @@ class Budget(Operator):
 @dataclass
 class Fail(Operator):
     name: ClassVar[str] = "fail"
-    event: ClassVar[str] = "call"
     summary: ClassVar[str] = "make a call fail (the waiting process gets a PerturbationError)"
 
     def response(self, call: "LLMCall", response: LLMResponse | BaseException) -> LLMResponse | BaseException:
@@ -396,7 +392,6 @@ class Fail(Operator):
 @dataclass
 class Delay(Operator):
     name: ClassVar[str] = "delay"
-    event: ClassVar[str] = "call"
     summary: ClassVar[str] = "deliver a reply by=S simulated seconds later"
     option_parsers: ClassVar[dict[str, Any]] = {"by": (_nonneg_float("by"), None, True)}
 
@@ -419,7 +414,6 @@ class RemoveEdge(Operator):
     """
 
     name: ClassVar[str] = "remove_edge"
-    event: ClassVar[str] = "time"
     summary: ClassVar[str] = "from simulated time at=T (default 0) on, v= no longer hears u="
     selects: ClassVar[tuple[str, ...]] = ()
     option_parsers: ClassVar[dict[str, Any]] = {
@@ -445,7 +439,6 @@ class RemoveEdge(Operator):
 @dataclass
 class NoOp(Operator):
     name: ClassVar[str] = "none"
-    event: ClassVar[str] = "-"
     summary: ClassVar[str] = "change nothing (a control pair: it measures the pair machinery itself)"
     selects: ClassVar[tuple[str, ...]] = ()
 

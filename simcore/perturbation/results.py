@@ -78,8 +78,10 @@ class PerturbationResults:
             sub = self.pairs[self.pairs["perturbation"] == p]
             missed = int((~sub["applied"].astype(bool)).sum())
             if missed and set(p.split(" @ ")[0].split("+")) != {"none"}:  # "none" never acts, by design
+                phases = self.definition.get("phases")
+                hint = f" (the baselines' phases: {', '.join(map(str, phases))})" if phases else ""
                 out.append(f"{p!r} never acted in {missed} of {len(sub)} pairs (no event matched its "
-                           "selector): those pairs measure nothing")
+                           f"selector): those pairs measure nothing{hint}")
         failed = int((self.pairs["baseline_status"] != "ok").sum())
         if failed:
             out.append(f"{failed} pairs have a failed baseline; they are left out of the summary")
@@ -286,7 +288,8 @@ def _isnan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-def _fmt(v: Any) -> str:
+def format_cell(v: Any) -> str:
+    """A table cell: floats to 3 decimals, booleans yes/no, nothing for None/NaN."""
     if v is None or _isnan(v):
         return ""
     if isinstance(v, (bool, np.bool_)):
@@ -299,7 +302,7 @@ def _fmt(v: Any) -> str:
 def _md_table(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    body = ["| " + " | ".join(format_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, rule, *body])
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 from backends.base import Backend
 from backends.registry import BackendSpec, make_backend
 from simcore.config import Config, ConfigError
+from simcore.divergence import CATEGORIES
 from simcore.perturbation.operators import parse_all
 from simcore.perturbation.pairs import (
     REUSE,
@@ -44,7 +45,7 @@ from simcore.perturbation.pairs import (
     rerun_divergence,
     run_seed,
 )
-from simcore.perturbation.results import PerturbationResults
+from simcore.perturbation.results import PerturbationResults, format_cell
 from simcore.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.runner import write_run
 from simcore.scenario import Scenario
@@ -147,6 +148,7 @@ async def run_study_async(
         for seed_runs in runs:
             rows.append(pair_metrics(scenario, seed_runs.baseline, seed_runs.perturbed[k],
                                      seed_runs.perturbations[k], noise["floor"]))
+    phases = [e.fields["phase"] for r in runs for e in r.baseline.trace if "phase" in e.fields]
     definition = {
         "scenario": scenario.name,
         "config": config.to_dict(),
@@ -157,6 +159,7 @@ async def run_study_async(
         "noise_floor_runs": noise_runs,
         "reuse": reuse,
         "backend": spec.to_dict(),
+        "phases": list(dict.fromkeys(phases)),
     }
     return Study(PerturbationResults(definition, pd.DataFrame(rows), noise), runs, wall)
 
@@ -221,10 +224,10 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
         lines.append(f"  {label} = {p}")
     cols = ["perturbation", "n_pairs", "n_applied", "mean_d_norm", "mean_t_star_norm",
             "answer_changed_rate", "recovery_rate", "token_overhead", "n_within_noise_floor"]
-    table = summ[cols].assign(perturbation=summ["perturbation"].map(labels))
+    table = summ[cols].assign(perturbation=summ["perturbation"].map(labels)).map(format_cell)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        lines.append(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    cats = summ[["perturbation"] + [c for c in summ.columns if c.startswith("n_") and c[2:] in _categories()]]
+        lines.append(table.to_string(index=False))
+    cats = summ[["perturbation"] + [c for c in summ.columns if c.startswith("n_") and c[2:] in CATEGORIES]]
     cats = cats.loc[:, (cats != 0).any(axis=0)].assign(perturbation=summ["perturbation"].map(labels))
     lines.append("manifestations:")
     lines.append(cats.rename(columns=lambda c: c.removeprefix("n_")).to_string(index=False))
@@ -232,9 +235,3 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
         lines.append(f"calls: {calls['calls']} made, {calls['reused_calls']} answered from the baseline "
                      f"(prefix reuse) or a cassette, {calls['live_calls']} sent")
     return "\n".join(lines)
-
-
-def _categories() -> tuple[str, ...]:
-    from simcore.divergence import CATEGORIES
-
-    return CATEGORIES
