@@ -48,7 +48,8 @@ class Scenario:
             (JSON-able; None when there is none); perturbation studies compare it.
         trial: Runs a whole trial itself, as ``await trial(config, seed, spec,
             backend)`` returning a :class:`~simcore.runner.TrialResult`, instead of
-            the runner building one world (a perturbation pair runs several).
+            the runner building one world (a perturbation pair runs several, each
+            with its own intervention; one passed to the runner is not used).
     """
 
     name: str
@@ -107,7 +108,9 @@ def load_scenario(name: str) -> Scenario:
     else:
         scenario = getattr(module, "SCENARIO", None)
         if scenario is None and make is not None:
-            raise ValueError(f"scenario: {package} needs a variant: {package}.<scenario>, e.g. {package}.context_corrosion")
+            raise ValueError(
+                f"scenario: {package} needs a variant: {package}.<scenario>, e.g. {package}.context_corrosion"
+            )
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario: scenarios.{name} defines no SCENARIO")
     return scenario

@@ -273,6 +273,19 @@ async def test_without_reuse_every_call_is_paid(server):
 
 
 @pytest.mark.asyncio
+async def test_a_user_cassette_answers_the_baselines_of_a_later_study(server, tmp_path):
+    spec = dataclasses.replace(fake(server), options={**FAST, "cassette": str(tmp_path / "mine.sqlite")})
+    first = await run_study_async(SCENARIO, CFG, ["drop:agent=P1,round=2"], seed=SEED, spec=spec, noise_floor=0)
+    assert server.stats()["requests"] == CALLS + 5
+    server.reset()
+    again = await run_study_async(SCENARIO, CFG, ["drop:agent=P1,round=2"], seed=SEED, spec=spec, noise_floor=0)
+    assert server.stats()["requests"] == 5  # the baseline came from the cassette; the suffix is sent again
+    assert again.runs[0].baseline.results["prefix_reuse"]["reused_calls"] == CALLS
+    assert again.runs[0].baseline.trace.to_jsonl() == first.runs[0].baseline.trace.to_jsonl()
+    assert again.results.pairs.loc[0, "d_norm"] == first.results.pairs.loc[0, "d_norm"]
+
+
+@pytest.mark.asyncio
 async def test_noise_floor_reruns_make_fresh_calls_on_real_backends(server):
     study = await run_study_async(SCENARIO, CFG, ["drop:agent=P1,round=2"], seed=SEED, spec=fake(server))
     res = study.results

@@ -146,10 +146,10 @@ class StudyBackend:
         if self.run is None:
             return self._replay("baseline")
         cassette = self.run.cassette
-        source = None
-        if cassette is not None and self.run.mode != "record":
-            source = CountingSource(cassette.get, cassette=cassette)
-        return TrialBackend(self.run, scope, source=source, mode=self.run.mode if source else "auto")
+        if cassette is None:
+            return TrialBackend(self.run, scope)
+        return TrialBackend(self.run, scope, source=CountingSource(cassette.get, cassette=cassette),
+                            mode=self.run.mode)
 
     def perturbed(self, scope: str, index: int, baseline: TrialBackend, perturbation: Perturbation,
                   reuse: str) -> TrialBackend:

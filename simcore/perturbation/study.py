@@ -28,7 +28,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from backends.base import Backend
-from backends.registry import BackendSpec, make_backend
+from backends.pricing import usage_cost
+from backends.registry import BackendSpec, make_backend, price_table
 from simcore.config import Config, ConfigError
 from simcore.divergence import CATEGORIES
 from simcore.perturbation.operators import parse_all
@@ -40,6 +41,7 @@ from simcore.perturbation.pairs import (
     check_perturbations,
     default_noise_runs,
     noise_summary,
+    paid_usage,
     pair_metrics,
     pair_seeds,
     rerun_divergence,
@@ -170,15 +172,17 @@ def run_study(scenario: Scenario, config: Config, perturbations: Sequence[str], 
 
 
 def cost_record(study: Study) -> dict[str, Any]:
-    """Calls made, calls answered from a record (prefix reuse), calls sent, and their cost."""
+    """Calls made, calls answered from a record (prefix reuse, a cassette), calls sent, and their cost."""
     calls = reused = live = 0
+    cost = 0.0
     for seed_runs in study.runs:
         for trial in [seed_runs.baseline, *seed_runs.perturbed, *seed_runs.reruns]:
             r = trial.results.get("prefix_reuse", {})
             calls += r.get("calls", 0)
             reused += r.get("reused_calls", 0)
             live += r.get("live_calls", 0)
-    return {"calls": calls, "reused_calls": reused, "live_calls": live}
+            cost += usage_cost(paid_usage(trial.world.usage, r), price_table(trial.backend))["cost_usd"]
+    return {"calls": calls, "reused_calls": reused, "live_calls": live, "paid_cost_usd": cost}
 
 
 def write_study(study: Study, out: str | Path = "runs", study_id: str | None = None,
@@ -233,5 +237,5 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
     lines.append(cats.rename(columns=lambda c: c.removeprefix("n_")).to_string(index=False))
     if calls is not None:
         lines.append(f"calls: {calls['calls']} made, {calls['reused_calls']} answered from the baseline "
-                     f"(prefix reuse) or a cassette, {calls['live_calls']} sent")
+                     f"(prefix reuse) or a cassette, {calls['live_calls']} sent (${calls['paid_cost_usd']:.4f})")
     return "\n".join(lines)
