@@ -8,7 +8,7 @@ from scenarios.context_corrosion.analysis import analyze, summarize, write_artif
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
-from simcore.scenario import Scenario
+from simcore.scenario import ResultEntry, Scenario
 
 SCENARIO = Scenario(
     name="context_corrosion",
@@ -23,4 +23,5 @@ SCENARIO = Scenario(
     summarize=summarize,
     write_artifacts=write_artifacts,
     counterfactual=("biased", True, False),
+    outcome=ResultEntry("final_positions"),
 )
