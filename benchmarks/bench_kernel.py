@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time

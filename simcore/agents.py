@@ -128,6 +128,8 @@ class LLMAgent(mesa.Agent):
 
     def say(self, text: str, **fields: Any) -> Message:
         """Post a public message, visible to this agent's successors, and trace it."""
+        if self.world.intervention is not None:
+            text = self.world.intervention.message(self, text, fields)
         msg = self.world.board.post(self.world.now, self.name, text, fields)
         self.world.emit("message", self.name, {"text": text}, **fields)
         return msg

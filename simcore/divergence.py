@@ -16,6 +16,7 @@ an event only the baseline has.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
@@ -116,17 +117,27 @@ def signature_agent(signature: str) -> str:
 
 @dataclass(frozen=True)
 class ControlFlow:
-    """Control-flow changes read off an alignment.
+    """Control-flow changes of a compared pair.
 
     Attributes:
-        reroutes: Substituted pairs whose agents differ.
-        early_termination: The perturbed run stopped before the baseline did: its
-            alignment ends in deletions.
-        early_termination_count: Those trailing deletions.
-        extended_execution: The perturbed run went on after the baseline ended:
-            its alignment ends in insertions.
-        extended_execution_count: Those trailing insertions.
+        reroutes: Substituted pairs of the alignment that are turns of two
+            different agents (both events have an agent, and the agents differ).
+        early_termination: The perturbed run stopped short: it is shorter than
+            the baseline, and the baseline ends with events it never has.
+        early_termination_count: The smaller of the two shortfalls: the length
+            difference, and the baseline's *missing end* (walking back from its
+            last event, the events in excess of the perturbed run's as a
+            multiset of signatures, up to the first that is not).
+        extended_execution: The perturbed run went on longer: it is longer than
+            the baseline, and ends with events the baseline never has.
+        extended_execution_count: The mirror image of early_termination_count.
         total_changes: ``reroutes + early_termination_count + extended_execution_count``.
+
+    Judging the ends by what never happens, rather than by the alignment's last
+    steps, keeps a turn dropped mid-run, or parallel replies that arrive in
+    another order at the end, from counting as stopping early; the length
+    condition keeps a different agent finishing the run (a reroute) from counting
+    as both stopping early and going on longer.
     """
 
     reroutes: int
@@ -137,21 +148,30 @@ class ControlFlow:
     total_changes: int
 
 
+def _missing_at_end(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many of ``a``'s last events are in excess of ``b``'s, counted back from the end."""
+    excess = Counter(a)
+    excess.subtract(Counter(b))
+    n = 0
+    for sig in reversed(a):
+        if excess[sig] <= 0:
+            break
+        excess[sig] -= 1
+        n += 1
+    return n
+
+
 def control_flow(baseline: Sequence[str], perturbed: Sequence[str], comparison: Comparison) -> ControlFlow:
     """Reroutes, early termination and extended execution of a compared pair."""
-    reroutes = sum(
-        1
-        for p in comparison.alignment
-        if p.op == "substitution"
-        and signature_agent(baseline[p.i]) != signature_agent(perturbed[p.j])  # type: ignore[index]
-    )
-    trailing: dict[str, int] = {"deletion": 0, "insertion": 0}
-    for p in reversed(comparison.alignment):
-        if p.op not in trailing:
-            break
-        trailing[p.op] += 1
-    early = trailing["deletion"] if len(perturbed) < len(baseline) else 0
-    extended = trailing["insertion"] if len(perturbed) > len(baseline) else 0
+    reroutes = 0
+    for p in comparison.alignment:
+        if p.op == "substitution":
+            a, b = signature_agent(baseline[p.i]), signature_agent(perturbed[p.j])  # type: ignore[index]
+            # An event without an agent (a phase marker, a tally) is nobody's turn.
+            reroutes += a != "-" and b != "-" and a != b
+    shorter = len(baseline) - len(perturbed)
+    early = min(_missing_at_end(baseline, perturbed), max(0, shorter))
+    extended = min(_missing_at_end(perturbed, baseline), max(0, -shorter))
     return ControlFlow(reroutes, early > 0, early, extended > 0, extended, reroutes + early + extended)
 
 

@@ -99,10 +99,16 @@ class Intervention:
 
     Subclass and override what you need. The kernel consults a world's
     intervention (if any) when a request is made, when its response arrives,
-    when the reply's simulated duration is set, and when a speaking round is
-    ordered. Interventions are deterministic functions of their arguments, so a
-    perturbed run replays like any other.
+    when the reply's simulated duration is set, when a speaking order is drawn
+    (:func:`simcore.protocols.speaking_order`) and when an agent posts a message
+    (:meth:`simcore.agents.LLMAgent.say`). Interventions are deterministic
+    functions of their arguments, so a perturbed run replays like any other.
+    They are not traced; :meth:`describe` is what run records keep of them.
     """
+
+    def describe(self) -> str | None:
+        """A spec that rebuilds this intervention (recorded in the run's manifest), or None."""
+        return None
 
     def request(self, agent: "LLMAgent", request: LLMRequest, fields: Mapping[str, Any]) -> LLMRequest:
         """Change a request before it is sent (e.g. its token budget)."""
@@ -119,8 +125,12 @@ class Intervention:
         return delay
 
     def order(self, phase: str, round_index: int, agents: list["LLMAgent"]) -> list["LLMAgent"]:
-        """Change a speaking round's order (swap, drop a turn)."""
+        """Change a speaking order (swap, drop a turn)."""
         return agents
+
+    def message(self, agent: "LLMAgent", text: str, fields: Mapping[str, Any]) -> str:
+        """Change a public message before it is posted (replace, truncate, blank, inject)."""
+        return text
 
 
 class LLMCall(simpy.Event):

@@ -42,9 +42,22 @@ Prompt = str | Callable[["LLMAgent"], str]
 
 
 def speaking_order(
-    world: "World", agents: Sequence["LLMAgent"], policy: str, round_index: int = 0
+    world: "World", agents: Sequence["LLMAgent"], policy: str, round_index: int = 0, phase: str = ""
 ) -> list["LLMAgent"]:
-    """Order ``agents`` for one round under ``policy`` (see the module docstring)."""
+    """Order ``agents`` for one round under ``policy`` (see the module docstring).
+
+    A world's intervention (a perturbation study) may then change the order;
+    ``phase`` is what it selects on.
+    """
+    order = _policy_order(world, agents, policy, round_index)
+    if world.intervention is not None:
+        order = world.intervention.order(phase, round_index, order)
+    return order
+
+
+def _policy_order(
+    world: "World", agents: Sequence["LLMAgent"], policy: str, round_index: int
+) -> list["LLMAgent"]:
     group = AgentSet(agents, random=world.streams.python("order"))
     if policy == "fixed":
         return list(group)
@@ -104,10 +117,7 @@ def speaking_round(
         The replies, in speaking order.
     """
     replies = []
-    order = speaking_order(world, agents, policy, round_index)
-    if world.intervention is not None:
-        order = world.intervention.order(phase, round_index, order)
-    for agent in order:
+    for agent in speaking_order(world, agents, policy, round_index, phase):
         reply = yield agent.ask(
             _text(prompt, agent), schema=schema, phase=phase, round=round_index, **fields
         )
@@ -304,7 +314,8 @@ def open_floor(
             agent.say(text, phase=phase, **fields)
         arrived.append(reply)
 
-    yield world.all_of([world.process(turn(a)) for a in speaking_order(world, agents, "random")])
+    order = speaking_order(world, agents, "random", fields.get("round", 0), phase)
+    yield world.all_of([world.process(turn(a)) for a in order])
     return arrived
 
 

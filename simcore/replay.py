@@ -1,8 +1,9 @@
 """Re-run a recorded run and compare traces: ``python -m simcore.replay RUN_DIR``.
 
-The run is rebuilt from its manifest (scenario, config, seed, backend) and run
-again in memory; nothing is written. A run on a real backend is answered from its
-``cassette.sqlite``, offline and without a key. The new trace is compared line by line with
+The run is rebuilt from its manifest (scenario, config, seed, backend, and the
+perturbation of a perturbed run) and run again in memory; nothing is written. A
+run on a real backend is answered from its ``cassette.sqlite``, offline and
+without a key. The new trace is compared line by line with
 the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
 first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
 """
@@ -62,9 +63,14 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
     config = scenario.config_type.from_mapping(manifest["config"])
     spec = BackendSpec.from_dict(manifest["backend"])
     behaviour = scenario.behaviour(config) if scenario.behaviour else None
+    intervention = None
+    if manifest.get("perturbation") is not None:
+        from simcore.perturbation import parse_perturbation
+
+        intervention = parse_perturbation(manifest["perturbation"])
     backend = replay_backend(spec, run_dir, behaviour)
     try:
-        trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend)
+        trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend, intervention)
     finally:
         if hasattr(backend, "aclose"):
             await backend.aclose()

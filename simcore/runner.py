@@ -126,6 +126,8 @@ async def run_trial_async(
         finally:
             if hasattr(owned, "aclose"):
                 await owned.aclose()
+    if scenario.trial is not None:
+        return await scenario.trial(config, seed, spec, backend)
     world = build_world(scenario, config, seed, spec, backend, intervention)
     start = time.perf_counter()
     status, error = "ok", None
@@ -166,8 +168,12 @@ def run_trial(
 
 
 def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
-    """The manifest of a finished trial."""
-    return {
+    """The manifest of a finished trial.
+
+    A run with an intervention that describes itself (a perturbation) records it
+    as ``perturbation``, which :mod:`simcore.replay` applies again.
+    """
+    out = {
         "scenario": trial.scenario.name,
         "run_id": run_id,
         "seed": trial.seed,
@@ -181,6 +187,10 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
         "code_revision": code_revision(),
         "created_utc": utc_now(),
     }
+    described = trial.world.intervention.describe() if trial.world.intervention is not None else None
+    if described is not None:
+        out["perturbation"] = described
+    return out
 
 
 def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) -> Path:

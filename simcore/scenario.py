@@ -10,15 +10,18 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from simcore.config import Config
 
 if TYPE_CHECKING:
+    from backends.base import Backend
+    from backends.registry import BackendSpec
     from backends.stub import Behaviour
     from simcore.kernel import World
+    from simcore.runner import TrialResult
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,12 @@ class Scenario:
             (arm A, arm B, paired by position when the arms share trial seeds).
             Its answer's ``"difference_summary"`` maps each compared metric to a
             dict with at least ``"delta_mean"`` (what ``--trials`` prints and plots).
+        outcome: The final answer or decision, read from a results object
+            (JSON-able; None when there is none); perturbation studies compare it.
+        trial: Runs a whole trial itself, as ``await trial(config, seed, spec,
+            backend)`` returning a :class:`~simcore.runner.TrialResult`, instead of
+            the runner building one world (a perturbation pair runs several, each
+            with its own intervention; one passed to the runner is not used).
     """
 
     name: str
@@ -56,23 +65,54 @@ class Scenario:
     commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
     counterfactual: tuple[str, Any, Any] | None = None
     compare: Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]] | None = None
+    outcome: Callable[[dict[str, Any]], Any] | None = None
+    trial: Callable[[Any, int, "BackendSpec", "Backend"], Awaitable["TrialResult"]] | None = None
+
+
+@dataclass(frozen=True)
+class ResultEntry:
+    """An ``outcome`` that is one entry of the results object (None when missing or empty).
+
+    A class rather than a lambda, so that scenarios stay picklable for process pools.
+    """
+
+    key: str
+
+    def __call__(self, results: Mapping[str, Any]) -> Any:
+        value = results.get(self.key)
+        return None if value in (None, "", [], {}) else value
 
 
 def load_scenario(name: str) -> Scenario:
     """Import ``scenarios.<name>`` and return its ``SCENARIO``.
+
+    A name ``<package>.<variant>`` asks the package's ``variant(name)`` function
+    for a scenario built on another one (``perturbation.context_corrosion``: the
+    perturbation pairs of context_corrosion).
 
     Raises:
         ValueError: for a malformed or unknown name.
     """
     if not _NAME.match(name):
         raise ValueError(f"scenario: must be a package name like context_corrosion; got {name!r}")
+    package, _, variant = name.partition(".")
     try:
-        module = importlib.import_module(f"scenarios.{name}")
+        module = importlib.import_module(f"scenarios.{package}")
     except ModuleNotFoundError as exc:
-        if exc.name in (f"scenarios.{name}", "scenarios"):
+        if exc.name in (f"scenarios.{package}", "scenarios"):
             raise ValueError(f"scenario: unknown scenario {name!r}") from None
         raise
-    scenario = getattr(module, "SCENARIO", None)
+    make = getattr(module, "variant", None)
+    if variant:
+        if make is None:
+            raise ValueError(f"scenario: scenarios.{package} has no variants; got {name!r}")
+        scenario = make(variant)
+    else:
+        scenario = getattr(module, "SCENARIO", None)
+        if scenario is None and make is not None:
+            raise ValueError(
+                f"scenario: {package} needs a variant: {package}.<scenario>, e.g. {package}.context_corrosion"
+            )
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario: scenarios.{name} defines no SCENARIO")
     return scenario

@@ -6,8 +6,10 @@ import asyncio
 from typing import Sequence
 
 import numpy as np
+
 from backends.base import LLMRequest, LLMResponse
 from backends.stub import StubBackend
+
 
 class SlowBackend:
     """Wraps a backend; every call sleeps ``latency`` seconds first.

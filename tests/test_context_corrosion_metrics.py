@@ -211,3 +211,22 @@ def test_compare_runs_rejects_bad_input():
         compare_runs([one], [one])
     with pytest.raises(ValueError):
         compare_runs([one, one, one], [one, one], paired=True)
+
+
+def test_missing_replies_are_left_out_not_fatal():
+    """A perturbed or failed run may lack some texts: the metrics use what is there."""
+    v = vectors()
+    del v[("discussion", 2, "P1")]  # P1 silent in round 2
+    del v[("final", 0, "P2")]  # P2 cast no vote
+    del v[("discussion", 1, "D")]  # D silent in round 1
+    m = corrosion_metrics(v, "D", PEERS, 2, seed=1)
+    cm, dc = m["convergence_matrix"], m["directional_convergence"]
+    assert cm["1"]["peer_to_dominant"] == {} and cm["1"]["dominant_drift"] is None
+    assert set(cm["2"]["peer_to_dominant"]) == {"P2", "P3"}
+    assert set(dc["directional_delta"]) == {"P1", "P3"} and dc["dominant_self_drift"] is None
+    assert set(dc["raw_belief_shift"]) == {"D", "P1", "P3"}
+    assert m["metrics_summary"]["avg_peer_directional_delta"] == pytest.approx((1 + 1 - 1 / math.sqrt(2)) / 2)
+    only_d = {k: x for k, x in v.items() if k[2] == "D"}
+    le = lifecycle_entropy(only_d, AGENTS, 2, seed=1)
+    assert le["phase1"] is None and corrosion_metrics(only_d, "D", PEERS, 2, 1)["metrics_summary"][
+        "entropy_decay_phase1_to_final"] is None

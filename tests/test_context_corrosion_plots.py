@@ -44,3 +44,13 @@ def test_comparison_plot(tmp_path):
     comparison_plot(a, b, diff, out, metrics=COMPARED, labels=("A: biased", "B: unbiased"), title="t")
     with Image.open(out) as im:
         assert im.format == "PNG" and im.size[0] > 800
+
+
+def test_plots_survive_missing_replies(tmp_path):
+    res = results_for(3, 2)
+    res["convergence_matrix"]["1"]["peer_to_dominant"] = {}
+    res["convergence_matrix"]["1"]["dominant_drift"] = None
+    res["lifecycle_entropy"]["final"] = None
+    res["directional_convergence"]["dominant_self_drift"] = None
+    plots = write_run_plots(tmp_path / "plots", res, "run_b")
+    assert all((tmp_path / rel).is_file() for rel in plots.values())

@@ -7,7 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcore.divergence import (
-    CATEGORIES, classify_manifestation, compare_signatures, control_flow, manifestation_group,
+    CATEGORIES,
+    classify_manifestation,
+    compare_signatures,
+    control_flow,
+    manifestation_group,
 )
 
 sigs = st.lists(st.sampled_from(["a|X|", "b|X|", "a|Y|", "c|-|"]), max_size=12)
@@ -72,9 +76,33 @@ def test_control_flow():
     rerouted = ["call|A|", "reply|A|", "call|C|", "reply|C|"]
     cf = control_flow(base, rerouted, compare_signatures(base, rerouted))
     assert cf.reroutes == 2 and not cf.early_termination and not cf.extended_execution
+    # a turn against an event of nobody (a phase marker) is not a reroute
+    marker = ["call|A|", "reply|A|", "phase|-|phase=x", "reply|B|"]
+    cf = control_flow(base, marker, compare_signatures(base, marker))
+    assert cf.reroutes == 0 and cf.total_changes == 0
     short = base[:2]
     cf = control_flow(base, short, compare_signatures(base, short))
     assert cf.early_termination and cf.early_termination_count == 2
+    # a run that fails: its last event is paired with the baseline's last one by
+    # substitution, yet the baseline's last three events never happen in it
+    failed = ["call|A|", "reply|A|", "error|B|"]
+    c = compare_signatures(base + ["end|-|"], failed)
+    assert c.alignment[-1].op == "substitution"
+    cf = control_flow(base + ["end|-|"], failed, c)
+    assert cf.early_termination and cf.early_termination_count == 2  # 3 missing, 2 fewer events
+    assert not cf.extended_execution  # the error replaces an event; the run is not longer
+    # repeated signatures are counted with their multiplicity
+    rounds = ["a|X|", "b|Y|"] * 3
+    cf = control_flow(rounds, rounds[:3], compare_signatures(rounds, rounds[:3]))
+    assert cf.early_termination_count == 3 and not cf.extended_execution
+    # a turn dropped in the middle is no early termination
+    dropped = ["call|A|", "reply|A|", "end|-|"]
+    cf = control_flow(base + ["end|-|"], dropped, compare_signatures(base + ["end|-|"], dropped))
+    assert not cf.early_termination and not cf.extended_execution
+    # replies reordered at the end: nothing is missing
+    reordered = ["call|A|", "reply|B|", "call|B|", "reply|A|"]
+    cf = control_flow(base, reordered, compare_signatures(base, reordered))
+    assert not cf.early_termination and not cf.extended_execution
     longer = base + ["call|A|", "reply|A|", "call|A|"]
     cf = control_flow(base, longer, compare_signatures(base, longer))
     assert cf.extended_execution and cf.extended_execution_count == 3 and cf.total_changes == 3

@@ -14,7 +14,13 @@ from backends.stub import StubBackend
 from simcore import LLMAgent, World
 from simcore.config import ConfigError
 from simcore.protocols import (
-    Majority, Plurality, Threshold, Unanimity, decision_rule, speaking_order, vote,
+    Majority,
+    Plurality,
+    Threshold,
+    Unanimity,
+    decision_rule,
+    speaking_order,
+    vote,
 )
 
 

@@ -9,7 +9,15 @@ from backends.stub import StubBackend
 from simcore import LLMAgent, World
 from simcore.config import ConfigError
 from simcore.protocols import speaking_round
-from simcore.topology import build, complete, from_file, ring, scale_free, small_world, star
+from simcore.topology import (
+    build,
+    complete,
+    from_file,
+    ring,
+    scale_free,
+    small_world,
+    star,
+)
 
 NAMES = [f"N{i}" for i in range(8)]
 

@@ -9,6 +9,7 @@ round robin, payoffs scale with power, and scripted classic strategies can join.
 from scenarios.acausal_cooperation.analysis import (
     analyze,
     compare,
+    outcome,
     summarize,
     write_artifacts,
 )
@@ -32,4 +33,5 @@ SCENARIO = Scenario(
     write_artifacts=write_artifacts,
     counterfactual=("identity_insight", True, False),
     compare=compare,
+    outcome=outcome,
 )

@@ -531,3 +531,13 @@ def write_plots(plot_dir: Path, rounds: Sequence[dict[str, Any]], results: dict[
                             color="black" if mat[i, j] > 0.6 * hi else "white")
     out.append(save(fig, "payoff_heatmap.png"))
     return out
+
+
+def outcome(results: dict[str, Any]) -> str | None:
+    """The tournament's winner: the player with the highest final score (the first on a tie)."""
+    scores = results.get("final_agent_scores") or {}
+    players = {str(p["agent_id"]): p["name"] for p in results.get("players", [])}
+    if not scores:
+        return None
+    best = max(scores, key=lambda k: (scores[k], -int(k)))
+    return players.get(best, best)

@@ -16,7 +16,7 @@ from scenarios.context_corrosion.analysis import (
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
-from simcore.scenario import Scenario
+from simcore.scenario import ResultEntry, Scenario
 
 
 def serve(argv: list[str]) -> int:
@@ -42,4 +42,5 @@ SCENARIO = Scenario(
     counterfactual=("biased", True, False),
     compare=compare,
     commands={"serve": serve},
+    outcome=ResultEntry("final_positions"),
 )

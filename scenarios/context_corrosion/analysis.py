@@ -85,14 +85,19 @@ def analyze(world: World, cfg: CorrosionConfig) -> dict[str, Any]:
         le = structured["lifecycle_entropy"]
         metrics.update({k: summary[k] for k in COMPARED})
         metrics.update(
-            avg_initial_alignment=float(np.mean(list(dc["initial_alignment"].values()))),
-            avg_final_alignment=float(np.mean(list(dc["final_alignment"].values()))),
+            avg_initial_alignment=_avg(dc["initial_alignment"].values()),
+            avg_final_alignment=_avg(dc["final_alignment"].values()),
             entropy_phase1=le["phase1"],
             entropy_final=le["final"],
         )
         results.update(structured)
     results["metrics"] = metrics
     return results
+
+
+def _avg(values: Any) -> float | None:
+    vals = list(values)
+    return float(np.mean(vals)) if vals else None
 
 
 def compare(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -126,19 +131,19 @@ def summarize(results: dict[str, Any]) -> str:
     if "avg_peer_directional_delta" in m:
         le = results["lifecycle_entropy"]
         lines += [
-            f"  directional delta {m['avg_peer_directional_delta']:+.3f} "
-            f"(alignment to D {m['avg_initial_alignment']:.3f} -> {m['avg_final_alignment']:.3f}), "
-            f"D self-drift {m['dominant_self_drift']:.3f}",
-            f"  final-round peer->D {m['avg_peer_convergence_final_round']:.3f}, "
+            f"  directional delta {_f(m['avg_peer_directional_delta'], '+.3f')} "
+            f"(alignment to D {_f(m['avg_initial_alignment'])} -> {_f(m['avg_final_alignment'])}), "
+            f"D self-drift {_f(m['dominant_self_drift'])}",
+            f"  final-round peer->D {_f(m['avg_peer_convergence_final_round'])}, "
             f"peer<->peer {_f(m['avg_peer_to_peer_convergence'])}",
-            "  entropy " + " -> ".join(f"{k} {v:.2f}" for k, v in le.items())
-            + f" (decay {m['entropy_decay_phase1_to_final']:+.2f})",
+            "  entropy " + " -> ".join(f"{k} {_f(v, '.2f')}" for k, v in le.items())
+            + f" (decay {_f(m['entropy_decay_phase1_to_final'], '+.2f')})",
         ]
     return "\n".join(lines)
 
 
-def _f(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+def _f(x: float | None, spec: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, spec)
 
 
 def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: dict[str, Any]) -> dict[str, Any]:

@@ -54,22 +54,34 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
+def _get(vec: Vectors, phase: str, r: int, agent: str) -> np.ndarray | None:
+    """A vector, or None when that agent said nothing there (failed call, perturbation)."""
+    key = (phase, r, agent)
+    return vec[key] if key in vec else None
+
+
+def _cos(u: np.ndarray | None, v: np.ndarray | None) -> float | None:
+    return None if u is None or v is None else cosine(u, v)
+
+
 def convergence_matrix(vec: Vectors, dominant: str, peers: Sequence[str], rounds: int) -> dict[str, Any]:
     """The triangulated convergence matrix, keyed by round ("1".."N").
 
     Each round holds ``peer_to_dominant`` (cosine of each peer's statement with
     D's), ``peer_to_peer_avg`` (mean cosine over all peer pairs; None with one
     peer) and ``dominant_drift`` (cosine of D's statement with its round-1 one).
+    Agents missing from a round are left out (D missing: no peer_to_dominant, and
+    dominant_drift None).
     """
-    first = vec[(DISCUSSION, 1, dominant)]
+    first = _get(vec, DISCUSSION, 1, dominant)
     out: dict[str, Any] = {}
     for r in range(1, rounds + 1):
-        d = vec[(DISCUSSION, r, dominant)]
-        p = {name: vec[(DISCUSSION, r, name)] for name in peers}
+        d = _get(vec, DISCUSSION, r, dominant)
+        p = {n: v for n in peers if (v := _get(vec, DISCUSSION, r, n)) is not None}
         out[str(r)] = {
-            "peer_to_dominant": {name: cosine(v, d) for name, v in p.items()},
-            "peer_to_peer_avg": _mean([cosine(p[a], p[b]) for a, b in combinations(peers, 2)]),
-            "dominant_drift": cosine(d, first),
+            "peer_to_dominant": {} if d is None else {n: cosine(v, d) for n, v in p.items()},
+            "peer_to_peer_avg": _mean([cosine(p[a], p[b]) for a, b in combinations(list(p), 2)]),
+            "dominant_drift": _cos(d, first),
         }
     return out
 
@@ -81,22 +93,24 @@ def directional_convergence(vec: Vectors, dominant: str, peers: Sequence[str], r
     ``dominant_self_drift`` is ``1 - cos(D_round_1, D_round_N)``: how far D's own
     discussion position moved (a moving target weakens the convergence reading).
     ``raw_belief_shift[A] = 1 - cos(initial_A, final_A)`` for every agent: the size
-    of a change, not its direction.
+    of a change, not its direction. Agents without both texts are left out.
     """
-    d0, d1 = vec[(PHASE1, 0, dominant)], vec[(FINAL, 0, dominant)]
-    initial = {p: cosine(vec[(PHASE1, 0, p)], d0) for p in peers}
-    final = {p: cosine(vec[(FINAL, 0, p)], d1) for p in peers}
-    delta = {p: final[p] - initial[p] for p in peers}
-    drift = 1.0 - cosine(vec[(DISCUSSION, rounds, dominant)], vec[(DISCUSSION, 1, dominant)])
+    d0, d1 = _get(vec, PHASE1, 0, dominant), _get(vec, FINAL, 0, dominant)
+    initial, final = {}, {}
+    for p in peers:
+        a, b = _cos(_get(vec, PHASE1, 0, p), d0), _cos(_get(vec, FINAL, 0, p), d1)
+        if a is not None and b is not None:
+            initial[p], final[p] = a, b
+    delta = {p: final[p] - initial[p] for p in initial}
+    drift = _cos(_get(vec, DISCUSSION, rounds, dominant), _get(vec, DISCUSSION, 1, dominant))
+    shifts = {a: _cos(_get(vec, PHASE1, 0, a), _get(vec, FINAL, 0, a)) for a in (dominant, *peers)}
     return {
         "initial_alignment": initial,
         "final_alignment": final,
         "directional_delta": delta,
         "avg_peer_directional_delta": _mean(list(delta.values())),
-        "dominant_self_drift": drift,
-        "raw_belief_shift": {
-            a: 1.0 - cosine(vec[(PHASE1, 0, a)], vec[(FINAL, 0, a)]) for a in (dominant, *peers)
-        },
+        "dominant_self_drift": None if drift is None else 1.0 - drift,
+        "raw_belief_shift": {a: 1.0 - c for a, c in shifts.items() if c is not None},
     }
 
 
@@ -121,22 +135,24 @@ def split_entropy(points: np.ndarray, seed: int) -> float:
     return float(-sum(p * math.log2(p) for p in shares if p > 0))
 
 
-def lifecycle_entropy(vec: Vectors, agents: Sequence[str], rounds: int, seed: int) -> dict[str, float]:
+def lifecycle_entropy(vec: Vectors, agents: Sequence[str], rounds: int, seed: int) -> dict[str, float | None]:
     """Entropy of the group's k=2 split at phase1, round_1..round_N and final.
 
     Each stage's KMeans is seeded with ``derive_seed(seed, "context_corrosion.kmeans.<stage>")``.
+    A stage where fewer than two agents spoke has no split: None.
     """
     from threadpoolctl import threadpool_limits
 
+    out: dict[str, float | None] = {}
     # Five points need no threads; OpenMP's thread start-up would cost ~50x the fit.
     with threadpool_limits(limits=1, user_api="openmp"):
-        return {
-            label: split_entropy(
-                np.stack([vec[(phase, r, a)] for a in agents]),
-                derive_seed(seed, f"context_corrosion.kmeans.{label}"),
+        for label, (phase, r) in stages(rounds):
+            points = [v for a in agents if (v := _get(vec, phase, r, a)) is not None]
+            out[label] = (
+                split_entropy(np.stack(points), derive_seed(seed, f"context_corrosion.kmeans.{label}"))
+                if len(points) >= 2 else None
             )
-            for label, (phase, r) in stages(rounds)
-        }
+    return out
 
 
 def corrosion_metrics(vec: Vectors, dominant: str, peers: Sequence[str], rounds: int, seed: int) -> dict[str, Any]:
@@ -152,7 +168,7 @@ def corrosion_metrics(vec: Vectors, dominant: str, peers: Sequence[str], rounds:
     }
 
 
-def metrics_summary(cm: Mapping[str, Any], dc: Mapping[str, Any], le: Mapping[str, float]) -> dict[str, Any]:
+def metrics_summary(cm: Mapping[str, Any], dc: Mapping[str, Any], le: Mapping[str, float | None]) -> dict[str, Any]:
     """The seed's ``metrics_summary``.
 
     ``avg_peer_convergence_final_round`` and ``avg_peer_to_peer_convergence`` are
@@ -166,7 +182,9 @@ def metrics_summary(cm: Mapping[str, Any], dc: Mapping[str, Any], le: Mapping[st
         "avg_peer_directional_delta": dc["avg_peer_directional_delta"],
         "directional_delta_per_peer": dict(dc["directional_delta"]),
         "dominant_self_drift": dc["dominant_self_drift"],
-        "entropy_decay_phase1_to_final": le["phase1"] - le["final"],
+        "entropy_decay_phase1_to_final": (
+            None if le["phase1"] is None or le["final"] is None else le["phase1"] - le["final"]
+        ),
         "lifecycle_entropy": dict(le),
         "raw_belief_shift_per_agent": dict(dc["raw_belief_shift"]),
     }

@@ -38,6 +38,19 @@ def _run_title(results: Mapping[str, Any]) -> str:
     return f"task {results.get('task_id')}: {results.get('task_title')} ({arm}, seed {results.get('seed')})"
 
 
+def _nan(x: float | None) -> float:
+    return np.nan if x is None else x
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "n/a" if x is None or np.isnan(x) else format(x, spec)
+
+
+def _peers(cm: Mapping[str, Any]) -> list[str]:
+    """Every peer seen in any round, in first-seen order (a perturbed run may skip some)."""
+    return list(dict.fromkeys(p for r in cm.values() for p in r["peer_to_dominant"]))
+
+
 def _save(fig: Figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
@@ -57,8 +70,8 @@ def heatmap(results: Mapping[str, Any], path: Path) -> None:
     """Peers (rows) x rounds (columns), cell = cos(peer, D)."""
     cm = results["convergence_matrix"]
     rounds = sorted(cm, key=int)
-    peers = list(cm[rounds[0]]["peer_to_dominant"])
-    grid = np.array([[cm[r]["peer_to_dominant"][p] for r in rounds] for p in peers])
+    peers = _peers(cm)
+    grid = np.array([[_nan(cm[r]["peer_to_dominant"].get(p)) for r in rounds] for p in peers])
     fig = Figure(figsize=(max(4.8, 1.6 + 1.1 * len(rounds)), max(2.8, 1.4 + 0.45 * len(peers))), layout="constrained")
     ax = fig.subplots()
     norm = Normalize(0.0, 1.0)
@@ -66,7 +79,7 @@ def heatmap(results: Mapping[str, Any], path: Path) -> None:
     for i in range(len(peers)):
         for j in range(len(rounds)):
             v = grid[i, j]
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=9,
+            ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=9,
                     color="white" if v > 0.65 else "black")
     ax.set_xticks(range(len(rounds)), [f"round {r}" for r in rounds])
     ax.set_yticks(range(len(peers)), peers)
@@ -83,13 +96,14 @@ def progression(results: Mapping[str, Any], path: Path) -> None:
     cm = results["convergence_matrix"]
     rounds = sorted(cm, key=int)
     x = [int(r) for r in rounds]
-    peers = list(cm[rounds[0]]["peer_to_dominant"])
+    peers = _peers(cm)
     fig = Figure(figsize=(7, 8), layout="constrained")
     top, mid, bottom = fig.subplots(3, 1, sharex=True)
     ptd = []
     for p in peers:
-        ys = [cm[r]["peer_to_dominant"][p] for r in rounds]
+        ys = [cm[r]["peer_to_dominant"].get(p) for r in rounds]
         ptd += ys
+        ys = [_nan(y) for y in ys]
         top.plot(x, ys, marker="o", label=p)
     top.set_ylim(*_limits(ptd))
     top.set_ylabel("cosine to D")
@@ -106,7 +120,7 @@ def progression(results: Mapping[str, Any], path: Path) -> None:
     mid.set_ylabel("cosine peer ↔ peer")
     mid.set_title("Peer ↔ peer similarity (herding)", fontsize=10)
     drift = [cm[r]["dominant_drift"] for r in rounds]
-    bottom.plot(x, drift, marker="D", color="black", label="D vs D round 1")
+    bottom.plot(x, [_nan(v) for v in drift], marker="D", color="black", label="D vs D round 1")
     bottom.set_ylim(*_limits(drift))
     bottom.set_ylabel("cosine to D round 1")
     bottom.set_title("D self-consistency (near 1 = D holds its position)", fontsize=10)
@@ -126,7 +140,7 @@ def entropy(results: Mapping[str, Any], path: Path) -> None:
     labels = sorted(le, key=lambda k: (k == "final", k != "phase1", int(k.split("_")[-1]) if "_" in k else 0))
     names = ["Phase 1" if k == "phase1" else "Final vote" if k == "final" else k.replace("_", " ").title()
              for k in labels]
-    vals = [le[k] for k in labels]
+    vals = [_nan(le[k]) for k in labels]
     x = np.arange(len(labels))
     fig = Figure(figsize=(max(7.5, 1.5 + 1.1 * len(labels)), 4.6), layout="constrained")
     ax = fig.subplots()
@@ -136,14 +150,15 @@ def entropy(results: Mapping[str, Any], path: Path) -> None:
     ax.bar(x, vals, color="#5d6d7e", alpha=0.6, width=0.6, label="entropy per stage")
     ax.plot(x, vals, color="black", marker="o", label="trend")
     for xi, v in zip(x, vals):
-        ax.text(xi, v + 0.02, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+        ax.text(xi, 0.02 if np.isnan(v) else v + 0.02, "n/a" if np.isnan(v) else f"{v:.2f}",
+                ha="center", va="bottom", fontsize=9)
     ax.set_xticks(x, names)
     ax.set_xlim(-0.5, len(labels) - 0.5)
     ax.set_ylim(0, 1.12)
     ax.set_xlabel("stage")
     ax.set_ylabel("Shannon entropy of k=2 split (bits)")
     decay = vals[0] - vals[-1]
-    ax.set_title(f"Lifecycle entropy (decay phase 1 − final = {decay:+.2f} bits)", fontsize=11)
+    ax.set_title(f"Lifecycle entropy (decay phase 1 − final = {_fmt(decay, '+.2f')} bits)", fontsize=11)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=4)
     fig.suptitle(_run_title(results), fontsize=8)
     _save(fig, path)
@@ -186,8 +201,8 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
         fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
     )
     right.set_title(
-        f"Signed delta (mean {dc['avg_peer_directional_delta']:+.3f}); "
-        f"D self-drift {dc['dominant_self_drift']:.3f}",
+        f"Signed delta (mean {_fmt(dc['avg_peer_directional_delta'], '+.3f')}); "
+        f"D self-drift {_fmt(dc['dominant_self_drift'], '.3f')}",
         fontsize=10,
     )
     fig.suptitle("Directional convergence\n" + _run_title(results), fontsize=10)

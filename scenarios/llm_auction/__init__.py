@@ -9,6 +9,7 @@ mechanisms on shared seeds.
 from scenarios.llm_auction.analysis import (
     analyze,
     compare_results,
+    outcome,
     summarize,
     write_artifacts,
 )
@@ -34,4 +35,5 @@ SCENARIO = Scenario(
     commands={"compare": compare_main},
     counterfactual=("mechanism", "auction", "free_discussion"),
     compare=compare_results,
+    outcome=outcome,
 )

@@ -270,3 +270,9 @@ def compare_results(a: list[dict[str, Any]], b: list[dict[str, Any]], seed: int 
             "bootstrap_ci_high": hi,
         }
     return out
+
+
+def outcome(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The group's decision on each vignette ({vignette id: option, or None without one})."""
+    decisions = {v["vignette_id"]: v["decision"] for v in results.get("per_vignette", [])}
+    return decisions or None

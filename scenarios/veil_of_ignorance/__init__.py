@@ -4,7 +4,12 @@ See ``../shared/seeds/veil_of_ignorance.md`` for the experiment and the README f
 the CLI. ``SCENARIO`` is what the framework runs.
 """
 
-from scenarios.veil_of_ignorance.analysis import analyze, summarize, write_artifacts
+from scenarios.veil_of_ignorance.analysis import (
+    analyze,
+    outcome,
+    summarize,
+    write_artifacts,
+)
 from scenarios.veil_of_ignorance.behaviour import make_behaviour
 from scenarios.veil_of_ignorance.config import VeilConfig
 from scenarios.veil_of_ignorance.experiment import build
@@ -25,4 +30,5 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    outcome=outcome,
 )

@@ -279,3 +279,11 @@ def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
     fig.savefig(choices_png, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return [likert_png, choices_png]
+
+
+def outcome(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The group's decision: consensus or not, and the principle (and amount) agreed on."""
+    m = results.get("metrics") or {}
+    if "consensus_reached" not in m:
+        return None
+    return {"consensus": m["consensus_reached"], "principle": m["chosen_principle"], "amount": m["chosen_amount"]}

@@ -390,7 +390,7 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
     """Memory updates, then one turn per agent; returns {agent: Choice or None}."""
     yield from update_memory(world, agents, cfg, r)
     choices: dict[str, Choice | None] = {}
-    for agent in speaking_order(world, agents, cfg.speaking_order, r):
+    for agent in speaking_order(world, agents, cfg.speaking_order, r, "deliberation"):
         memory, history = memory_view(agent, cfg), public_view(agent, cfg)
         prompt = turn_prompt(cfg, r, memory, history)
         reply = yield agent.ask(prompt, schema=Turn, phase="deliberation", history=False, round=r)
@@ -428,7 +428,7 @@ def deliberate(world: World, agents: list[LLMAgent], cfg: VeilConfig) -> Any:
     for r in range(1, cfg.max_rounds + 1):
         world.emit("phase", phase="deliberation", round=r)
         choices = yield from deliberation_round(world, agents, cfg, r)
-        ordered = [choices[a.name] for a in agents]
+        ordered = [choices.get(a.name) for a in agents]  # a turn dropped by a perturbation abstains
         decision = detect_consensus(ordered, rule, world.streams.numpy("vote.tiebreak"))
         world.state["decisions"].append({
             "round": r, "t": world.now, "reached": decision.reached, "choice": decision.choice,

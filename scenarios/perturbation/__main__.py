@@ -1,0 +1,210 @@
+"""``python -m scenarios.perturbation --scenario NAME --perturb SPEC [--perturb SPEC ...]``.
+
+Runs a perturbation study (see :mod:`simcore.perturbation.study`): for each of
+``--pairs`` seeds, a clean baseline and one perturbed run per ``--perturb``, with
+the same seed and config, plus ``--noise-floor`` re-runs of each baseline.
+``python -m scenarios.perturbation report DIR`` rebuilds the report of a study
+directory, or makes one for a batch sweep of ``perturbation.<NAME>``.
+
+Exit status: 0 when every run finished, 1 when a baseline failed, 2 on bad input
+(one line, nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Sequence
+
+from backends.errors import BackendConfigError
+from simcore.cli import (
+    OneLineParser,
+    add_common_args,
+    add_config_args,
+    backend_spec,
+    fail,
+    parse_seed,
+    print_estimate,
+    resolve_config,
+)
+from simcore.config import ConfigError
+from simcore.perturbation.operators import operator_help
+from simcore.perturbation.pairs import REUSE, pair_seeds
+from simcore.scenario import Scenario, load_scenario
+
+PROG = "python -m scenarios.perturbation"
+STUDY_FLAGS = ("scenario", "perturb", "pairs", "noise_floor", "reuse", "no_plot", "no_progress")
+
+EPILOG = f"""\
+SPEC: OPERATOR[:KEY=VALUE,...], several joined with '+' (applied together in one
+run); quote values holding , + = : or spaces ('...' or "..."). Operators:
+{operator_help()}
+
+Selectors (which event an operator acts on): agent, phase, round, field.NAME (any
+other structural field, as in the trace), after=T (simulated time), nth=K (the
+K-th match from 0; 'all' for every one; default 0, budget: all). Text operators
+act on=message (default: what others hear), on=reply (the raw model reply) or,
+for inject, on=prompt.
+
+Examples:
+  {PROG} --scenario context_corrosion --perturb "drop:agent=P1,round=2" \\
+      --perturb "inject:agent=P2,round=1,text='D is wrong.'" --pairs 5
+  {PROG} --scenario veil_of_ignorance --perturb "swap:phase=deliberation,round=1" --rounds 3
+  {PROG} report runs/perturbation/<study-id>
+"""
+
+
+def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLineParser:
+    """The study parser; with a scenario, its config fields become flags too."""
+    parser = OneLineParser(
+        prog=PROG,
+        add_help=add_help,
+        description=textwrap.fill(
+            "Perturbation study: pairs of a clean baseline run and a perturbed run (same seed, same "
+            "config), compared by their structural traces (d_norm, t*, control flow), final answers "
+            "(manifestation taxonomy) and tokens, against a noise floor. Writes "
+            "<out>/perturbation/<study-id>/ (study.json, pairs.csv/.jsonl, summary.csv, report.md, "
+            "plots/, runs/). Subcommand: report DIR (see report --help).", 80
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s = parser.add_argument_group("study")
+    s.add_argument("--scenario", required=add_help, default=None,
+                   help="the scenario to perturb (a package under scenarios/, e.g. context_corrosion)")
+    s.add_argument("--perturb", action="append", default=None, metavar="SPEC",
+                   help="a perturbation (repeat for more; each gets its own pairs)")
+    s.add_argument("--pairs", default="1", metavar="N",
+                   help="pairs per perturbation (seeds: --seed, then ones derived from it; default: 1)")
+    s.add_argument("--noise-floor", default=None, metavar="K",
+                   help="re-runs of each clean baseline (fresh calls) to measure the noise floor "
+                        "(default: 0 on the stub, which is deterministic; 1 on real backends)")
+    s.add_argument("--reuse", default="prefix", choices=REUSE,
+                   help="prefix: answer the perturbed run's calls before the perturbation point from "
+                        "the baseline, so only later calls are paid (default); none: send every call")
+    s.add_argument("--no-plot", action="store_true", help="skip the plots")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_common_args(parser)
+    if scenario is not None:
+        add_config_args(parser, scenario.config_type)
+    return parser
+
+
+def _count(name: str, value: str | None, lo: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = lo - 1
+    if n < lo:
+        raise ConfigError(f"{name}: must be an integer >= {lo}, got {value!r}")
+    return n
+
+
+def report_main(argv: Sequence[str]) -> int:
+    """``report DIR``: (re)write report.md and plots of a study or a batch sweep."""
+    parser = OneLineParser(prog=f"{PROG} report",
+                           description="Write report.md, plots/ and summary.csv of a perturbation study "
+                                       "directory, or of a batch sweep of perturbation.<scenario>.")
+    parser.add_argument("dir", help="runs/perturbation/<study-id> or a sweep directory")
+    parser.add_argument("--no-plot", action="store_true", help="skip the plots")
+    args = parser.parse_args(argv)
+    from simcore.perturbation.results import PerturbationResults
+
+    path = Path(args.dir)
+    study = (path / "study.json").is_file()
+    try:
+        if study:
+            res = PerturbationResults.load(path)
+        elif (path / "results.csv").is_file():
+            res = PerturbationResults.from_sweep(path)
+        else:
+            raise ConfigError(f"dir: {args.dir!r} is neither a perturbation study nor a batch sweep")
+    except (ConfigError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    # A sweep keeps its own results tables; the pair tables go next to them.
+    out = path if study else path / "perturbation_report"
+    files = res.write_tables(out)
+    files.update(res.report(out, plots=not args.no_plot))
+    from simcore.perturbation.study import format_summary
+
+    print(format_summary(res))
+    for name, file in files.items():
+        print(f"{name}: {file}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the study command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
+    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
+    scenario = None
+    if known.scenario:
+        if "." in known.scenario:
+            fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
+                 f"perturb (e.g. {known.scenario.split('.')[-1]})")
+        try:
+            scenario = load_scenario(known.scenario)
+        except ValueError as exc:
+            fail(str(exc))
+        clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
+        if clash:
+            fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
+    args = build_parser(scenario).parse_args(argv)
+    assert scenario is not None  # --scenario is required
+    from simcore.perturbation.study import (
+        cost_record,
+        format_summary,
+        run_study,
+        write_study,
+    )
+
+    try:
+        if not args.perturb:
+            raise ConfigError("perturb: give at least one --perturb SPEC")
+        seed = parse_seed(args.seed)
+        config = resolve_config(scenario.config_type, args)
+        spec = backend_spec(args)
+        pairs = _count("pairs", args.pairs, 1)
+        noise = _count("noise_floor", args.noise_floor, 0)
+        if getattr(args, "estimate", False):
+            from simcore.perturbation.study import check_study
+
+            specs, noise_runs = check_study(scenario, config, args.perturb, pairs, seed, noise, spec, args.reuse)
+            runs = [(config, s) for s in pair_seeds(seed, pairs)] * (1 + len(specs) + noise_runs)
+            print("upper bound: every run counted in full (prefix reuse saves the perturbed runs' "
+                  "calls before the perturbation point)", file=sys.stderr)
+            return print_estimate(scenario, runs, spec, as_json=args.json)
+        study = run_study(scenario, config, args.perturb, pairs=pairs, seed=seed, noise_floor=noise,
+                          spec=spec, reuse=args.reuse, progress=not args.no_progress and not args.json)
+    except (ConfigError, BackendConfigError) as exc:
+        fail(str(exc))
+    study_dir = write_study(study, args.out, plots=not args.no_plot)
+    res = study.results
+    calls = cost_record(study)
+    failed = int((res.pairs["baseline_status"] != "ok").sum())
+    if args.json:
+        out = {
+            "study_dir": str(study_dir),
+            "warnings": res.warnings(),
+            "noise_floor": {k: v for k, v in res.noise.items() if k != "reruns"},
+            "calls": calls,
+            "summary": res.summary().to_dict(orient="records"),
+            "files": res.files,
+        }
+        print(json.dumps(out, indent=2, sort_keys=True, default=str))
+    else:
+        print(format_summary(res, calls))
+        print(f"study directory: {study_dir} (runs took {study.wall_s:.2f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
