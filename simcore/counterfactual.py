@@ -134,15 +134,16 @@ async def run_arms_async(
     def run_id(arm: str, i: int) -> str:
         return f"{group_id}-{arm}" if n_trials is None else f"{group_id}-{arm}{i:0{width}d}"
 
-    from tqdm import tqdm
-
-    bar = tqdm(total=2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial",
-               file=sys.stderr, disable=not progress)
     # A real backend is shared by all trials, so its concurrency and rate limits and
     # its budget hold for the whole group; each trial gets its own view (cassette).
     shared = None if spec.name == "stub" else make_backend(
         spec, scenario.behaviour(cfg_a) if scenario.behaviour else None
     )
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial",
+               file=sys.stderr, disable=not progress)
 
     loop = asyncio.get_running_loop()
     # One writer thread: run directories (plots above all) are written while the loop

@@ -7,6 +7,7 @@ All functions take plain sequences, ignore None and NaN, and return plain floats
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -185,29 +186,15 @@ def compare_metrics(
     if paired_samples and len(a_rows) != len(b_rows):
         raise ValueError("compare_metrics: paired arms need the same number of trials")
     out: dict[str, dict[str, Any]] = {}
-    for name in names:
-        a = [row.get(name) for row in a_rows]
-        b = [row.get(name) for row in b_rows]
-        x, y = clean(a), clean(b)
-        entry: dict[str, Any] = {
-            "n_a": len(x),
-            "n_b": len(y),
-            "mean_a": _f(x.mean()) if len(x) else None,
-            "mean_b": _f(y.mean()) if len(y) else None,
-        }
-        entry["delta_mean"] = (
-            None if entry["mean_a"] is None or entry["mean_b"] is None else entry["mean_a"] - entry["mean_b"]
-        )
-        entry.update(welch(a, b))
-        entry["significant_p05"] = None if entry["p_value"] is None else entry["p_value"] < alpha
-        entry["cohen_d"] = cohen_d(a, b)
-        if paired_samples:
-            test = paired(a, b)
-            entry["paired_t_statistic"] = test["t_statistic"]
-            entry["paired_p_value"] = test["p_value"]
-        lo, hi = bootstrap_mean_diff_ci(a, b, paired_samples=paired_samples, seed=seed)
-        entry["ci95_low"], entry["ci95_high"] = lo, hi
-        out[name] = entry
+    with warnings.catch_warnings():
+        # scipy warns of precision loss for nearly constant samples; the figures
+        # are still reported, and the warning would only clutter the terminal.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name in names:
+            out[name] = _compare_one(
+                [row.get(name) for row in a_rows], [row.get(name) for row in b_rows],
+                paired_samples=paired_samples, seed=seed, alpha=alpha,
+            )
     for key in ("p_value", "paired_p_value") if paired_samples else ("p_value",):
         adjusted = holm([out[n][key] for n in names])
         for n, p in zip(names, adjusted):
@@ -216,3 +203,29 @@ def compare_metrics(
         p = out[n]["paired_p_value_holm" if paired_samples else "p_value_holm"]
         out[n]["significant_holm"] = None if p is None else p < alpha
     return out
+
+
+def _compare_one(
+    a: Sequence[Any], b: Sequence[Any], *, paired_samples: bool, seed: int, alpha: float
+) -> dict[str, Any]:
+    """One metric of :func:`compare_metrics` (before the Holm correction)."""
+    x, y = clean(a), clean(b)
+    entry: dict[str, Any] = {
+        "n_a": len(x),
+        "n_b": len(y),
+        "mean_a": _f(x.mean()) if len(x) else None,
+        "mean_b": _f(y.mean()) if len(y) else None,
+    }
+    entry["delta_mean"] = (
+        None if entry["mean_a"] is None or entry["mean_b"] is None else entry["mean_a"] - entry["mean_b"]
+    )
+    entry.update(welch(a, b))
+    entry["significant_p05"] = None if entry["p_value"] is None else entry["p_value"] < alpha
+    entry["cohen_d"] = cohen_d(a, b)
+    if paired_samples:
+        test = paired(a, b)
+        entry["paired_t_statistic"] = test["t_statistic"]
+        entry["paired_p_value"] = test["p_value"]
+    lo, hi = bootstrap_mean_diff_ci(a, b, paired_samples=paired_samples, seed=seed)
+    entry["ci95_low"], entry["ci95_high"] = lo, hi
+    return entry
