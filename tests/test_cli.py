@@ -49,7 +49,7 @@ def test_unknown_flag_is_one_line(tmp_path):
 
 def test_config_file_and_flag_precedence(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("rounds: 1\nn_peers: 2\ntask: 3\n")
+    cfg.write_text("rounds: 1\nn_peers: 2\ntask: 3\nmetrics: false\n")
     res = run_cli("--config", str(cfg), "--task", "2", "--json", "--out", str(tmp_path), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     results = json.loads(res.stdout)
@@ -73,7 +73,7 @@ def test_bad_config_files(tmp_path, content, needle):
 
 
 def test_json_output_is_only_json(tmp_path):
-    res = run_cli("--rounds", "1", "--json", "--out", str(tmp_path), cwd=tmp_path)
+    res = run_cli("--rounds", "1", "--no-metrics", "--json", "--out", str(tmp_path), cwd=tmp_path)
     assert res.returncode == 0
     data = json.loads(res.stdout)
     assert data["status"] == "ok" and data["usage"]["stub"]["calls"] == 5 * 1 + 5 + 5

@@ -16,7 +16,7 @@ from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.runner import run_trial
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = CorrosionConfig(rounds=2, n_peers=2)
+SMALL = CorrosionConfig(rounds=2, n_peers=2, metrics=False)
 
 
 def trace_text(seed: int, cfg: CorrosionConfig = SMALL) -> str:
@@ -27,7 +27,7 @@ def trace_text(seed: int, cfg: CorrosionConfig = SMALL) -> str:
 @given(seed=st.integers(0, 2**32 - 1), task=st.integers(0, 4), biased=st.booleans(),
        order=st.sampled_from(["fixed", "dominant_first", "random", "rotating"]))
 def test_same_seed_same_trace(seed, task, biased, order):
-    cfg = CorrosionConfig(rounds=2, n_peers=2, task=task, biased=biased, order=order)
+    cfg = CorrosionConfig(rounds=2, n_peers=2, task=task, biased=biased, order=order, metrics=False)
     assert trace_text(seed, cfg) == trace_text(seed, cfg)
 
 
@@ -43,7 +43,7 @@ import hashlib, sys
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.runner import run_trial
-cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5")
+cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5", metrics=False)
 print(hashlib.sha256(run_trial(SCENARIO, cfg, 1234).trace.to_jsonl().encode()).hexdigest())
 """
 
@@ -57,6 +57,6 @@ def test_trace_identical_across_processes_and_hash_seeds():
             check=True,
         )
         digests.add(out.stdout.strip())
-    cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5")
+    cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5", metrics=False)
     here = hashlib.sha256(run_trial(SCENARIO, cfg, 1234).trace.to_jsonl().encode()).hexdigest()
     assert digests == {here}

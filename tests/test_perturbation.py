@@ -369,7 +369,7 @@ def test_pair_metrics_do_not_depend_on_the_hash_seed(tmp_path):
         env = {**os.environ, "PYTHONHASHSEED": hashseed}
         subprocess.run(
             [sys.executable, "-m", "scenarios.perturbation", "--scenario", "context_corrosion", "--rounds", "2",
-             "--n-peers", "2", "--perturb", "swap:round=1", "--perturb", "inject:agent=P2,round=1,text=y",
+             "--n-peers", "2", "--no-metrics", "--perturb", "swap:round=1", "--perturb", "inject:agent=P2,round=1,text=y",
              "--pairs", "2", "--no-plot", "--out", str(out), "--json"],
             check=True, env=env, capture_output=True, cwd=Path(__file__).parent.parent,
         )

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def record(tmp_path: Path, seed: int = 5, **cfg) -> Path:
-    trial = run_trial(SCENARIO, CorrosionConfig(rounds=1, n_peers=2, **cfg), seed)
+    trial = run_trial(SCENARIO, CorrosionConfig(rounds=1, n_peers=2, metrics=False, **cfg), seed)
     return write_run(trial, tmp_path)
 
 
