@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import json.encoder as json_encoder
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One chat message: ``role`` is "system", "user" or "assistant"."""
+class Message(NamedTuple):
+    """One chat message: ``role`` is "system", "user" or "assistant".
+
+    Messages and usage records are named tuples: immutable like the dataclasses
+    around them, and several times cheaper to build, which counts at one or more
+    per LLM call.
+    """
 
     role: str
     content: str
@@ -95,8 +100,7 @@ class LLMRequest:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """Token counts reported by the provider (or estimated by the stub)."""
 
     prompt_tokens: int = 0
@@ -168,8 +172,15 @@ async def complete_all(
 
 
 def canonical_json(value: Any) -> str:
-    """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept."""
-    return _CANONICAL.encode(value)
+    """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept.
+
+    Equal to ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)``, but through one C encoder built once: traces and
+    request digests call this several times per LLM call.
+    """
+    if _C_ENCODE is None:
+        return _CANONICAL.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def _json_default(value: Any) -> Any:
@@ -189,6 +200,15 @@ def _json_default(value: Any) -> Any:
 
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+)
+# The C encoder JSONEncoder would build per call, built once (no cycle check:
+# traces and requests hold no cycles).
+_C_ENCODE = (
+    None
+    if json_encoder.c_make_encoder is None
+    else json_encoder.c_make_encoder(
+        None, _json_default, json_encoder.encode_basestring, None, ":", ",", True, False, True
+    )
 )
 
 

@@ -14,6 +14,7 @@ off with ``finish_reason="length"``, as a real provider would.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Callable, Mapping, Sequence
 
@@ -27,6 +28,37 @@ _WORDS = (
     "the group should weigh evidence carefully before acting because costs and benefits "
     "fall on different people over time and trust matters as much as outcomes"
 ).split()
+
+
+_TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
+class KeyedGenerator:
+    """One numpy Generator, re-keyed in place from a sha256 hex digest.
+
+    Setting a PCG64 state from the digest's 256 bits is several times cheaper than
+    building a Generator (and its SeedSequence) per key, which matters for the
+    stub's per-request draws. The generator is shared: use it at once and do not
+    keep it, and give each thread its own :class:`KeyedGenerator`.
+    """
+
+    def __init__(self) -> None:
+        self._bits = np.random.PCG64(0)
+        self._rng = np.random.Generator(self._bits)
+
+    def rekey(self, hexdigest: str) -> np.random.Generator:
+        """The generator, keyed by a 64-hex-digit sha256 digest."""
+        self._bits.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": int(hexdigest[:32], 16), "inc": int(hexdigest[32:64], 16) | 1},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._rng
+
+    def for_key(self, *parts: object) -> np.random.Generator:
+        """The generator keyed by the sha256 of ``parts`` joined with ``|``."""
+        return self.rekey(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest())
 
 
 class StubBackend:
@@ -50,10 +82,7 @@ class StubBackend:
         self.behaviour = behaviour or generic_behaviour
         self.malformed_rate = malformed_rate
         self.model = model
-        # One generator, re-keyed per request: setting a PCG64 state is several
-        # times cheaper than building a Generator (and its SeedSequence) each call.
-        self._bits = np.random.PCG64(0)
-        self._rng = np.random.Generator(self._bits)
+        self._keyed = KeyedGenerator()
 
     def rng_for(self, request: LLMRequest) -> np.random.Generator:
         """The generator for ``request``: PCG64 keyed by the request's sha256.
@@ -61,14 +90,7 @@ class StubBackend:
         The same object is re-keyed on every call, so a behaviour model must not
         keep it beyond the call.
         """
-        digest = request.digest()
-        self._bits.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": int(digest[:32], 16), "inc": int(digest[32:], 16) | 1},
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
-        return self._rng
+        return self._keyed.rekey(request.digest())
 
     def respond(self, request: LLMRequest) -> LLMResponse:
         """Produce the reply to ``request`` synchronously."""
@@ -77,7 +99,7 @@ class StubBackend:
             text = "I am not sure how to answer in that format, sorry."
         else:
             out = self.behaviour(request, rng)
-            text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+            text = out if isinstance(out, str) else _TO_JSON(out)
         limit = request.max_tokens * 4
         finish = "stop"
         if len(text) > limit:

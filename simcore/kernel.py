@@ -20,8 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Mapping, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    NamedTuple,
+    Sequence,
+)
 
 import mesa
 import simpy
@@ -41,9 +49,8 @@ if TYPE_CHECKING:
 Process = Generator[simpy.Event, Any, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What an :class:`LLMCall` delivers.
+class Reply(NamedTuple):
+    """What an :class:`LLMCall` delivers (a named tuple: one is built per call).
 
     Attributes:
         agent: Name of the agent that asked.

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+from functools import lru_cache
 
 import numpy as np
 
 MAX_SEED = 2**32 - 1
 
 
+@lru_cache(maxsize=65536)
 def name_key(name: str) -> tuple[int, ...]:
     """Map a stream name to four 32-bit words of its sha256."""
     digest = hashlib.sha256(name.encode()).digest()

@@ -40,16 +40,16 @@ class TraceEvent(NamedTuple):
         return f"{self.kind}|{self.agent or '-'}|{parts}"
 
     def to_json(self) -> str:
-        """Serialise as one canonical JSON line (no newline).
-
-        The same bytes as ``canonical_json`` of the event as a dict, with the
-        top-level keys written in their sorted order directly (it is the hot path
-        of writing and hashing traces).
-        """
-        return (
-            f'{{"agent":{_dumps(self.agent)},"fields":{canonical_json(self.fields)},'
-            f'"kind":{_dumps(self.kind)},"payload":{canonical_json(self.payload)},'
-            f'"seq":{self.seq},"t":{_dumps(self.t)}}}'
+        """Serialise as one canonical JSON line (no newline)."""
+        return canonical_json(
+            {
+                "seq": self.seq,
+                "t": self.t,
+                "kind": self.kind,
+                "agent": self.agent,
+                "fields": self.fields,
+                "payload": self.payload,
+            }
         )
 
     @classmethod
@@ -108,9 +108,6 @@ class Trace:
     def from_jsonl(cls, text: str) -> "Trace":
         """Parse text written by :meth:`to_jsonl`."""
         return cls(TraceEvent.from_json(line) for line in text.splitlines() if line.strip())
-
-
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def first_difference(a: list[str], b: list[str]) -> int | None:

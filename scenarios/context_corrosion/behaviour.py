@@ -34,6 +34,7 @@ generic stub reply.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -41,10 +42,9 @@ from typing import Any
 import numpy as np
 
 from backends.base import LLMRequest
-from backends.stub import generic_behaviour
+from backends.stub import KeyedGenerator, generic_behaviour
 from scenarios.context_corrosion.tasks import TASKS, Task
 from simcore.agents import HISTORY_HEADER
-from simcore.rng import derive_seed
 
 LEVEL_STANCE = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
@@ -98,17 +98,21 @@ class CorrosionBehaviour:
         if not heard:
             return initial
         n = len(heard)
-        mean_len = sum(len(text) for _, text in heard) / n
+        # Empty messages (a blanked turn) carry no length; treat all as equal then.
+        mean_len = sum([len(text) for _, text in heard]) / n or 1.0
         a = self.authority_weight
+        step = 1 / (n - 1) if n > 1 else 0.0
+        task_id = self.task.id
         total = weighted = 0.0
         counts: dict[str, int] = {}
         for i, (who, text) in enumerate(heard):
-            pos = i / (n - 1) if n > 1 else 0.0
-            w = (1 - a) + a * (len(text) / mean_len) * (2 - pos)
+            w = (1 - a) + a * (len(text) / mean_len) * (2 - i * step)
             total += w
-            weighted += w * self.decode(text)
+            weighted += w * _decode(task_id, text)
             counts[who] = counts.get(who, 0) + 1
         pull = 1 - (1 - self.conformity) ** max(counts.values())
+        if total == 0:  # authority weight 1 and only empty messages: nothing to weigh
+            return initial
         return initial + pull * (weighted / total - initial)
 
     def decode(self, text: str) -> float:
@@ -142,9 +146,20 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else float(x)
 
 
+_KEYED = threading.local()
+
+
+def _keyed(*parts: object) -> np.random.Generator:
+    """A generator keyed by ``parts`` (one per thread, re-keyed; use it at once)."""
+    keyed = getattr(_KEYED, "gen", None)
+    if keyed is None:
+        keyed = _KEYED.gen = KeyedGenerator()
+    return keyed.for_key(*parts)
+
+
 @lru_cache(maxsize=4096)
 def _initial_stance(task_id: int, seed: int, agent: str, framed: bool) -> float:
-    rng = np.random.default_rng(derive_seed(seed, f"cc.stance.{task_id}.{agent}"))
+    rng = _keyed(seed, "cc.stance", task_id, agent)
     if framed:
         return _clip(0.85 + rng.normal(0.0, 0.05), -1.0, 1.0)
     return _clip(rng.normal(-0.25, 0.25), -1.0, 1.0)
@@ -152,7 +167,7 @@ def _initial_stance(task_id: int, seed: int, agent: str, framed: bool) -> float:
 
 @lru_cache(maxsize=4096)
 def _preferences(task_id: int, seed: int, agent: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    rng = np.random.default_rng(derive_seed(seed, f"cc.prefs.{task_id}.{agent}"))
+    rng = _keyed(seed, "cc.prefs", task_id, agent)
     t = TASKS[task_id]
     return (tuple(t.pro[i] for i in rng.permutation(len(t.pro))),
             tuple(t.con[i] for i in rng.permutation(len(t.con))))
@@ -173,11 +188,11 @@ def transcript(user_message: str) -> list[tuple[str, str]]:
         return []
     block = user_message[len(HISTORY_HEADER) :].split("\n\n", 1)[0]
     out: list[tuple[str, str]] = []
-    for line in block.splitlines():
+    for line in block.split("\n"):
         who, sep, text = line.partition(": ")
         if sep and who and " " not in who:
             out.append((who, text))
-        elif out:
+        elif out:  # a message that itself spans lines
             out[-1] = (out[-1][0], out[-1][1] + "\n" + line)
     return out
 
