@@ -195,9 +195,14 @@ def compare_metrics(
                 [row.get(name) for row in a_rows], [row.get(name) for row in b_rows],
                 paired_samples=paired_samples, seed=seed, alpha=alpha,
             )
+    # A metric equal in every pair (one that echoes the config, say) has nothing
+    # to test; it must not inflate the Holm family.
+    family = [n for n in names if not out[n].get("equal_in_every_pair")]
     for key in ("p_value", "paired_p_value") if paired_samples else ("p_value",):
-        adjusted = holm([out[n][key] for n in names])
-        for n, p in zip(names, adjusted):
+        adjusted = holm([out[n][key] for n in family])
+        for n in names:
+            out[n][f"{key}_holm"] = None
+        for n, p in zip(family, adjusted):
             out[n][f"{key}_holm"] = p
     for n in names:
         p = out[n]["paired_p_value_holm" if paired_samples else "p_value_holm"]
@@ -219,11 +224,18 @@ def _compare_one(
     entry["delta_mean"] = (
         None if entry["mean_a"] is None or entry["mean_b"] is None else entry["mean_a"] - entry["mean_b"]
     )
-    entry.update(welch(a, b))
+    same = paired_samples and len(a) == len(b) and all(
+        (u is None and v is None) or (u is not None and v is not None and (u == v or u != u and v != v))
+        for u, v in zip(a, b)
+    )
+    if same:
+        entry.update(t_statistic=None, p_value=None, equal_in_every_pair=True)
+    else:
+        entry.update(welch(a, b))
     entry["significant_p05"] = None if entry["p_value"] is None else entry["p_value"] < alpha
     entry["cohen_d"] = cohen_d(a, b)
     if paired_samples:
-        test = paired(a, b)
+        test = {"t_statistic": None, "p_value": None} if same else paired(a, b)
         entry["paired_t_statistic"] = test["t_statistic"]
         entry["paired_p_value"] = test["p_value"]
     lo, hi = bootstrap_mean_diff_ci(a, b, paired_samples=paired_samples, seed=seed)

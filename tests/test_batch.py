@@ -260,9 +260,10 @@ def test_outputs(reference: pd.DataFrame) -> None:
     comp = summary["comparisons"][0]
     assert comp["method"] == "generic" and comp["n_pairs"] == 3 and (comp["a"], comp["b"]) == ("biased=true", "biased=false")
     r = comp["result"]["mean_initial_confidence"]
-    assert r["diff"] == pytest.approx(r["mean_a"] - r["mean_b"])
-    assert r["paired_p"] is not None and r["paired_p_holm"] >= r["paired_p"]
-    assert comp["result"]["n_agents"]["paired_p"] is None  # constant: nothing to test
+    assert r["delta_mean"] == pytest.approx(r["mean_a"] - r["mean_b"])
+    assert r["paired_p_value"] is not None and r["paired_p_value_holm"] >= r["paired_p_value"]
+    constant = comp["result"]["n_agents"]  # equal in every pair: nothing to test
+    assert constant["paired_p_value"] is None and constant["paired_p_value_holm"] is None
 
 
 def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:

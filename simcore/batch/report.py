@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -174,40 +173,13 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
 
 
 def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int) -> dict[str, Any]:
-    """Per metric: means, the paired difference a - b with a bootstrap 95% CI, a
-    paired t-test, a Welch test and Cohen's d; p-values Holm-adjusted across metrics."""
-    result: dict[str, Any] = {}
-    with warnings.catch_warnings():
-        # scipy warns about precision loss for nearly constant differences; the
-        # figures are still reported, and the warning would only clutter the CLI.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for m in metrics:
-            result[m[len(METRIC_PREFIX):]] = _compare_metric(a[m].tolist(), b[m].tolist(), seed)
-    adjusted = stats.holm([r["paired_p"] for r in result.values()])
-    for r, p_adj in zip(result.values(), adjusted):
-        r["paired_p_holm"] = p_adj
-    return result
-
-
-def _compare_metric(xa: list[Any], xb: list[Any], seed: int) -> dict[str, Any]:
-    lo, hi = stats.bootstrap_mean_diff_ci(xa, xb, paired_samples=True, seed=seed)
-    da, db = stats.describe(xa), stats.describe(xb)
-    p, w = stats.paired(xa, xb), stats.welch(xa, xb)
-    if xa and np.array_equal(np.asarray(xa, dtype=float), np.asarray(xb, dtype=float), equal_nan=True):
-        # Equal in every pair (e.g. a metric that echoes the config): nothing to
-        # test, and it must not inflate the Holm family.
-        p, w = {"t_statistic": None, "p_value": None}, {"p_value": None}
-    return {
-        "mean_a": da.mean,
-        "mean_b": db.mean,
-        "diff": None if da.mean is None or db.mean is None else da.mean - db.mean,
-        "diff_ci_low": lo,
-        "diff_ci_high": hi,
-        "paired_t": p["t_statistic"],
-        "paired_p": p["p_value"],
-        "welch_p": w["p_value"],
-        "cohen_d": stats.cohen_d(xa, xb),
-    }
+    """Per metric, :func:`simcore.stats.compare_metrics` on pairs matched by trial seed:
+    means, the difference a - b with a paired bootstrap 95% CI, Welch and paired
+    t-tests, Cohen's d, and p-values Holm-adjusted across metrics."""
+    names = [m[len(METRIC_PREFIX):] for m in metrics]
+    rows_a = a[metrics].set_axis(names, axis=1).replace({np.nan: None}).to_dict("records")
+    rows_b = b[metrics].set_axis(names, axis=1).replace({np.nan: None}).to_dict("records")
+    return stats.compare_metrics(rows_a, rows_b, names, paired_samples=True, seed=seed)
 
 
 def summary_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
@@ -341,7 +313,9 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
         lines.append(table.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     comps = comparison_frame(plan, summary)
     if not comps.empty:
-        cols = [c for c in comps.columns if c not in ("cell", "welch_p", "paired_t")]
+        shown = ("metric", "n_pairs", "mean_a", "mean_b", "delta_mean", "ci95_low", "ci95_high",
+                 "paired_p_value", "paired_p_value_holm", "cohen_d")
+        cols = [c for c in comps.columns if c in shown or c in (*(n for n, _ in plan.grid), "a", "b")]
         lines += ["", "comparisons (a - b, paired by trial seed):",
                   comps[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
     for c in summary["comparisons"]:
