@@ -50,6 +50,7 @@ from simcore.cli import (
     backend_spec,
     fail,
     parse_seed,
+    parse_trials,
     resolve_config,
 )
 from simcore.config import ConfigError
@@ -99,22 +100,28 @@ async def run_comparison_async(
     from simcore.runner import run_trial_async
 
     seeds = trial_seeds(seed, n_trials)
+    jobs = [(i, s, m) for i, s in enumerate(seeds) for m in mechanisms]
+    bar = tqdm(total=len(jobs), desc="llm_auction compare", unit="trial",
+               disable=not progress, file=sys.stderr)
+
+    async def one(s: int, m: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+        mcfg = cfg.replace(mechanism=m)
+        trial = await run_trial_async(SCENARIO, mcfg, s, spec)
+        bar.update(1)
+        # Keep the results and tables only, so finished worlds can be freed.
+        return trial.results, tables(trial.world, mcfg) if trial.status == "ok" else {}
+
+    # All trials at once on one loop, so a real backend overlaps their calls;
+    # gather keeps the job order, so the tables do not depend on timing.
+    outcomes = await asyncio.gather(*(one(s, m) for _, s, m in jobs))
+    bar.close()
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
     rows, results = [], {m: [] for m in mechanisms}
-    bar = tqdm(total=len(seeds) * len(mechanisms), desc="llm_auction compare", unit="trial",
-               disable=not progress, file=sys.stderr)
-    for i, s in enumerate(seeds):
-        for m in mechanisms:
-            mcfg = cfg.replace(mechanism=m)
-            trial = await run_trial_async(SCENARIO, mcfg, s, spec)
-            results[m].append(trial.results)
-            rows.append({"mechanism": m, "trial": i, "seed": s, "status": trial.status,
-                         **trial.results.get("metrics", {})})
-            if trial.status == "ok":
-                for name, frame in tables(trial.world, mcfg).items():
-                    parts[name].append(frame)
-            bar.update(1)
-    bar.close()
+    for (i, s, m), (res, frames_of_trial) in zip(jobs, outcomes):
+        results[m].append(res)
+        rows.append({"mechanism": m, "trial": i, "seed": s, "status": res["status"], **res.get("metrics", {})})
+        for name, frame in frames_of_trial.items():
+            parts[name].append(frame)
     frames = {
         name: pd.concat(p, ignore_index=True) if p else pd.DataFrame() for name, p in parts.items()
     }
@@ -249,17 +256,6 @@ def parse_mechanisms(value: str) -> list[str]:
     if not names or any(m not in MECHANISMS for m in names) or len(set(names)) != len(names):
         raise ConfigError(f"mechanisms: must be distinct names among {', '.join(MECHANISMS)}, got {value!r}")
     return names
-
-
-def parse_trials(value: str) -> int:
-    """Validate ``--trials``."""
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 10000 or str(n) != str(value).strip():
-        raise ConfigError(f"trials: must be an integer from 1 to 10000, got {value!r}")
-    return n
 
 
 def main(argv: Sequence[str]) -> int:
