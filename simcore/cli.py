@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -41,6 +42,15 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def say(text: str) -> None:
+    """Print to stdout; a reader that went away (``| head``) ends output quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def fail(message: str) -> NoReturn:
@@ -193,13 +203,13 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None) -> int:
     run_dir = write_run(trial, args.out)
     results = {**trial.results, "run_dir": str(run_dir)}
     if args.json:
-        print(json.dumps(results, indent=2, sort_keys=True, default=str))
+        say(json.dumps(results, indent=2, sort_keys=True, default=str))
     else:
         if scenario.summarize:
-            print(scenario.summarize(results))
+            say(scenario.summarize(results))
         if trial.status != "ok":
             print(f"trial failed: {trial.error}", file=sys.stderr)
-        print(f"run directory: {run_dir}")
+        say(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
 
 
@@ -241,10 +251,10 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     if args.json:
-        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        say(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
-        print(format_arms(summary))
-        print(f"summary directory: {Path(args.out) / scenario.name / summary['experiment_id']}")
+        say(format_arms(summary))
+        say(f"summary directory: {Path(args.out) / scenario.name / summary['experiment_id']}")
     return 0 if not summary["failed_trials"] else 1
 
 

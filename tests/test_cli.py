@@ -93,3 +93,15 @@ def test_help(tmp_path):
     assert res.returncode == 0
     for flag in ("--seed", "--backend", "--model", "--out", "--config", "--json", "--rounds", "--task"):
         assert flag in res.stdout
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scenarios.context_corrosion", "--rounds", "1", "--no-metrics", "--json",
+         "--out", str(tmp_path)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+    )
+    proc.stdout.close()  # the reader is gone before the run prints (like `| head` having exited)
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and "BrokenPipeError" not in err and "Traceback" not in err
