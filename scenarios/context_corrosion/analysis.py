@@ -157,7 +157,8 @@ def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: 
         from scenarios.context_corrosion.plots import write_run_plots
 
         store.save(run_dir / "embeddings.npz")
-        added["plots"] = write_run_plots(run_dir / "plots", results, label(cfg))
+        if cfg.plots:
+            added["plots"] = write_run_plots(run_dir / "plots", results, label(cfg))
     write_json(
         run_dir / "experiment.json",
         {

@@ -32,6 +32,9 @@ class CorrosionConfig(Config):
     metrics: bool = param(
         True, help="compute the embedding metrics and plots (loads all-MiniLM-L6-v2)"
     )
+    plots: bool = param(
+        True, help="write the four per-run plots when metrics are on (off saves ~2 s a run in big sweeps)"
+    )
     conformity: float = param(
         0.6, lo=0.0, hi=1.0, help="stub behaviour: pull toward what an agent has heard, per round"
     )
