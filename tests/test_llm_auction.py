@@ -82,7 +82,8 @@ def test_config_rejects_out_of_range(field, value):
 def test_sweep_ranges_accept_their_ends():
     for changes in ({"token_price": 0.0001}, {"token_price": 0.01}, {"n_agents": 5}, {"n_agents": 25},
                     {"budget": 0.10}, {"budget": 2.00}):
-        AuctionConfig(**changes)
+        (field, value), = changes.items()
+        assert getattr(AuctionConfig(**changes), field) == value  # raises ConfigError if rejected
 
 
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
