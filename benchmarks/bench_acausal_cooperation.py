@@ -5,9 +5,9 @@ strategies + 900 decisions), the analysis without and with MiniLM strategy
 embeddings, and writing the run directory (seed files, report, three plots).
 Then the whole CLI command in fresh processes, with and without embeddings.
 
-    python benchmarks/acausal_cooperation_speed.py [--repeats N]
+    python benchmarks/bench_acausal_cooperation.py [--repeats N]
 
-Writes ``benchmarks/results/acausal_cooperation_speed.json``.
+Writes ``benchmarks/results/bench_acausal_cooperation.json``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> int:
             write_run(trial, out, "bench")
             write.append(time.perf_counter() - t)
     result = {
-        "benchmark": "acausal_cooperation_speed",
+        "benchmark": "bench_acausal_cooperation",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_avg_1m": os.getloadavg()[0]},
         "config": "defaults: 10 agents, 10 rounds, stub backend",
@@ -77,7 +77,7 @@ def main() -> int:
         "cli_no_embeddings_s": cli_seconds("--no-embeddings"),
         "cli_default_s": cli_seconds(),
     }
-    path = ROOT / "benchmarks" / "results" / "acausal_cooperation_speed.json"
+    path = ROOT / "benchmarks" / "results" / "bench_acausal_cooperation.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
