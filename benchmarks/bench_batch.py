@@ -12,6 +12,11 @@ It reports trials/s for each, and the runner's overhead per trial: (serial batch
 wall time - bare wall time) / trials, i.e. planning and validation, the ledger
 (one fsynced append per trial), the results tables, the summary and the plot.
 
+Every run starts with an empty embedding cache, as a fresh worker process does:
+texts repeat across trials, so a warm cache would make in-process runs look
+several times faster than pool workers for a reason that has nothing to do with
+the runner.
+
 The context-corrosion metrics are whatever ``scenarios.context_corrosion``
 computes; the JSON records the metric names and whether the embedding metrics
 module (``scenarios/context_corrosion/metrics.py``) was present. Pass extra fixed
@@ -38,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simcore.batch import plan_sweep, run_sweep  # noqa: E402
+from simcore.embeddings import clear_cache  # noqa: E402
 from simcore.records import atomic_write, utc_now  # noqa: E402
 from simcore.runner import run_trial, write_run  # noqa: E402
 
@@ -59,12 +65,14 @@ def main() -> None:
     tables = {}
 
     def bare(name: str) -> None:
+        clear_cache()
         w0, c0 = time.perf_counter(), time.process_time()
         for job in plan.jobs:
             write_run(run_trial(plan.scenario, job.config, job.seed, plan.spec), work / name, job.run_id)
         record("bare", w0, c0, None)
 
     def batch(name: str, executor: str, workers: int) -> None:
+        clear_cache()  # every run starts cold, as a fresh worker process does
         w0, c0 = time.perf_counter(), time.process_time()
         df = run_sweep("context_corrosion", args.trials, plan=plan, executor=executor, workers=workers,
                        out=work / name, progress=True)

@@ -112,6 +112,11 @@ def cache_size() -> int:
     return len(_cache)
 
 
+def clear_cache() -> None:
+    """Forget every cached vector (benchmarks use it to compare cold runs)."""
+    _cache.clear()
+
+
 class EmbeddingStore:
     """A run's embeddings keyed by (phase, round, agent)."""
 
