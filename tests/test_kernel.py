@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -34,16 +33,15 @@ def two_phases(world, agents):
         yield from speaking_round(world, agents, "Respond.", round_index=r, phase="talk")
 
 
-def test_parallel_phase_takes_one_latency_not_one_per_agent():
+def test_parallel_phase_has_every_call_in_flight_at_once():
+    # All calls in flight together means the phase waits one latency, not one per
+    # agent; counting them is exact, where a wall-clock bound flakes on a busy machine.
     backend = SlowBackend(latency=0.3)
     world, agents = make_world(backend, n=8)
     world.process(parallel(world, agents, "Go.", phase="p"))
-    start = time.perf_counter()
     world.run()
-    elapsed = time.perf_counter() - start
     assert backend.calls == 8
     assert backend.max_in_flight == 8
-    assert elapsed < 0.3 * 2.5, f"8 parallel calls took {elapsed:.2f}s at 0.3s latency"
 
 
 def test_sequential_turns_run_one_at_a_time():
@@ -152,12 +150,9 @@ def test_many_worlds_share_one_loop_concurrently():
         world, agents = make_world(backend, n=3, seed=seed)
         world.process(parallel(world, agents, "Go.", phase="p"))
         worlds.append(world)
-    start = time.perf_counter()
     asyncio.run(run_worlds(worlds))
-    elapsed = time.perf_counter() - start
     assert backend.calls == 18
-    assert backend.max_in_flight == 18
-    assert elapsed < 0.3 * 2.5
+    assert backend.max_in_flight == 18  # every world's calls overlap
 
 
 def test_per_agent_backend_is_used():
