@@ -14,7 +14,15 @@ import json
 import json.encoder as json_encoder
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import (
+    Any,
+    Awaitable,
+    Mapping,
+    NamedTuple,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
 
 class Message(NamedTuple):
@@ -161,14 +169,17 @@ async def complete_all(
     batch = getattr(backend, "complete_batch", None)
     if batch is not None:
         return list(await batch(requests))
-    if len(requests) == 1:
+    return await gather_settled([backend.complete(r) for r in requests])
+
+
+async def gather_settled(calls: Sequence[Awaitable[LLMResponse]]) -> list[LLMResponse | BaseException]:
+    """Await ``calls`` concurrently; each failure comes back as its exception, in order."""
+    if len(calls) == 1:  # the common case: no gather machinery for one call
         try:
-            return [await backend.complete(requests[0])]
+            return [await calls[0]]
         except Exception as exc:  # noqa: BLE001 - the kernel fails the one call
             return [exc]
-    return list(
-        await asyncio.gather(*(backend.complete(r) for r in requests), return_exceptions=True)
-    )
+    return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
 def canonical_json(value: Any) -> str:

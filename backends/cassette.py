@@ -70,9 +70,8 @@ class Entry:
                            b.get("system_fingerprint"), float(b.get("latency_s", 0.0)))
 
 
-def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMResponse,
-                   canonical: str | None = None) -> Entry:
-    """An entry for a response (``canonical``: the request's canonical JSON, if already made)."""
+def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMResponse) -> Entry:
+    """An entry for a response."""
     body = {
         "text": res.text,
         "usage": None if res.usage is None else [res.usage.prompt_tokens, res.usage.completion_tokens],
@@ -81,20 +80,18 @@ def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMRes
         "system_fingerprint": res.system_fingerprint,
         "latency_s": res.latency_s,
     }
-    return _entry(scope, occurrence, request, canonical, "response", body)
+    return _entry(scope, occurrence, request, "response", body)
 
 
-def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException,
-                canonical: str | None = None) -> Entry:
+def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException) -> Entry:
     """An entry for a call that failed for good."""
     body = {"type": type(exc).__name__, "message": str(exc)}
-    return _entry(scope, occurrence, request, canonical, "error", body)
+    return _entry(scope, occurrence, request, "error", body)
 
 
-def _entry(scope: str, occurrence: int, request: LLMRequest, canonical: str | None, kind: str,
-           body: dict[str, Any]) -> Entry:
-    canonical = request.canonical() if canonical is None else canonical
-    return Entry(scope, request.digest(), occurrence, request.model, canonical, kind, body)
+def _entry(scope: str, occurrence: int, request: LLMRequest, kind: str, body: dict[str, Any]) -> Entry:
+    # Only entries that are written need the canonical JSON (replay hits never do).
+    return Entry(scope, request.digest(), occurrence, request.model, request.canonical(), kind, body)
 
 
 class Cassette:

@@ -42,7 +42,7 @@ from backends.errors import (
     http_error,
     redact,
 )
-from backends.pricing import PriceTable
+from backends.pricing import PriceTable, cost_usd
 from backends.providers import (
     Preset,
     auth_headers,
@@ -171,10 +171,7 @@ class Ledger:
 
     def worst_case(self, request: LLMRequest) -> float | None:
         """Upper cost estimate of ``request``, or None when its model has no price."""
-        entry = self.prices.lookup(request.model)
-        if entry is None:
-            return None
-        return (prompt_upper_estimate(request) * entry["input"] + request.max_tokens * entry["output"]) / 1e6
+        return cost_usd(request.model, prompt_upper_estimate(request), request.max_tokens, self.prices)
 
     def reserve(self, request: LLMRequest) -> float:
         """Reserve the worst case of ``request``; return the amount reserved.
@@ -183,9 +180,9 @@ class Ledger:
             UnpricedModel: a budget is set and the model has no price.
             BudgetExceeded: the request could take spending past the budget.
         """
-        worst = self.worst_case(request)
         if self.budget_usd is None:
             return 0.0
+        worst = self.worst_case(request)
         if worst is None:
             raise UnpricedModel(
                 f"budget: model {request.model!r} has no price, so --budget-usd cannot be enforced; "
@@ -206,19 +203,16 @@ class Ledger:
     def settle(self, request: LLMRequest, reserved: float, usage: Usage | None) -> float:
         """Turn a reservation into the actual cost; return that cost."""
         self.release(reserved)
-        entry = self.prices.lookup(request.model)
         led = self.by_model.setdefault(
             request.model, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         )
         led["calls"] += 1
         if usage is None:
-            cost = reserved if entry is not None else 0.0
+            cost = reserved  # the worst case when a budget reserved it (reserve refuses unpriced models)
         else:
             led["prompt_tokens"] += usage.prompt_tokens
             led["completion_tokens"] += usage.completion_tokens
-            cost = 0.0 if entry is None else (
-                usage.prompt_tokens * entry["input"] + usage.completion_tokens * entry["output"]
-            ) / 1e6
+            cost = cost_usd(request.model, usage.prompt_tokens, usage.completion_tokens, self.prices) or 0.0
         led["cost_usd"] += cost
         self.spent_usd += cost
         return cost

@@ -13,11 +13,10 @@ real run.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, Sequence
 
-from backends.base import Backend, LLMRequest, LLMResponse
+from backends.base import Backend, LLMRequest, LLMResponse, gather_settled
 from backends.cassette import (
     Cassette,
     Entry,
@@ -110,16 +109,15 @@ class TrialBackend:
         self.counts = {"calls": 0, "cassette_hits": 0, "live_calls": 0, "errors": 0}
         self.fingerprints: dict[str, set[str]] = {}
 
-    def _key(self, request: LLMRequest) -> tuple[str, str, int, int]:
+    def _key(self, request: LLMRequest) -> tuple[str, int, int]:
         # Called synchronously in request-creation order: that makes occurrences
         # deterministic whatever order the responses come back in.
-        canonical = request.canonical()
         digest = request.digest()
         occ = self._occurrence.get(digest, 0)
         self._occurrence[digest] = occ + 1
         seq = self._seq
         self._seq += 1
-        return canonical, digest, occ, seq
+        return digest, occ, seq
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Answer one request."""
@@ -128,16 +126,9 @@ class TrialBackend:
     async def complete_batch(self, requests: Sequence[LLMRequest]) -> list[LLMResponse | BaseException]:
         """Answer requests concurrently; failures come back as exception values, in order."""
         keys = [self._key(r) for r in requests]
-        if len(requests) == 1:
-            try:
-                return [await self._complete(requests[0], *keys[0])]
-            except Exception as exc:  # noqa: BLE001 - the kernel fails the one call
-                return [exc]
-        return list(await asyncio.gather(
-            *(self._complete(r, *k) for r, k in zip(requests, keys)), return_exceptions=True
-        ))
+        return await gather_settled([self._complete(r, *k) for r, k in zip(requests, keys)])
 
-    async def _complete(self, request: LLMRequest, canonical: str, digest: str, occ: int, seq: int) -> LLMResponse:
+    async def _complete(self, request: LLMRequest, digest: str, occ: int, seq: int) -> LLMResponse:
         self.counts["calls"] += 1
         scope = self.scope or ""
         if self.source is not None and self.mode != "record":
@@ -154,7 +145,7 @@ class TrialBackend:
                     f"cassette: no recorded response for request {digest[:16]} "
                     f"(occurrence {occ}, model {request.model})"
                 )
-                self._record(seq, error_entry(scope, occ, request, exc, canonical), store=False)
+                self._record(seq, error_entry(scope, occ, request, exc), store=False)
                 self.counts["errors"] += 1
                 raise exc
         run = self.run
@@ -165,12 +156,12 @@ class TrialBackend:
             res = await run.inner.complete(request)
         except Exception as exc:
             self.counts["errors"] += 1
-            self._record(seq, error_entry(scope, occ, request, exc, canonical),
+            self._record(seq, error_entry(scope, occ, request, exc),
                          store=not isinstance(exc, RunHalted))
             if run.fail_fast and not isinstance(exc, RunHalted):
                 run.halt.trip(f"{type(exc).__name__}: {exc}")
             raise
-        self._record(seq, response_entry(scope, occ, request, res, canonical), store=True)
+        self._record(seq, response_entry(scope, occ, request, res), store=True)
         return res
 
     def _record(self, seq: int, entry: Entry, *, store: bool) -> None:

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 from backends.errors import BackendConfigError
 from backends.registry import BACKENDS, BackendSpec, add_backend_args, spec_from_args
@@ -126,15 +126,26 @@ def load_config_file(path: str) -> dict[str, Any]:
     return data
 
 
+def config_values(config_type: type[Config], args: argparse.Namespace,
+                  base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Field values: ``base`` < ``--config`` file < flags (each flag coerced and checked).
+
+    Fields go in declaration order, so the first bad flag reported is the same in
+    every process.
+    """
+    data: dict[str, Any] = dict(base or {})
+    if args.config:
+        data.update(load_config_file(args.config))
+    for f in dataclasses.fields(config_type):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            data[f.name] = coerce_field(config_type, f.name, value)
+    return data
+
+
 def resolve_config(config_type: type[Config], args: argparse.Namespace) -> Config:
     """Defaults < ``--config`` file < flags; validated."""
-    data: dict[str, Any] = load_config_file(args.config) if args.config else {}
-    names = {f.name for f in dataclasses.fields(config_type)}
-    for name in names:
-        value = getattr(args, name, None)
-        if value is not None:
-            data[name] = coerce_field(config_type, name, value)
-    return config_type.from_mapping(data)
+    return config_type.from_mapping(config_values(config_type, args))
 
 
 def backend_spec(args: argparse.Namespace) -> BackendSpec:
@@ -245,7 +256,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
         for cfg in arms:  # a config that cannot be built fails before anything runs
-            build_world(scenario, cfg, seed, BackendSpec())
+            build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)
         summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True)
     except (ConfigError, BackendConfigError) as exc:

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import io
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from backends.registry import BackendSpec, make_backend
+from backends.registry import BackendSpec
 from simcore import stats
 from simcore.config import Config, ConfigError
 from simcore.records import (
@@ -40,7 +41,13 @@ from simcore.records import (
     write_json,
 )
 from simcore.rng import derive_seed
-from simcore.runner import TrialResult, run_trial_async, write_run
+from simcore.runner import (
+    TrialResult,
+    close_backend,
+    run_trial_async,
+    scenario_backend,
+    write_run,
+)
 from simcore.scenario import Scenario
 
 ARMS = ("A", "B")
@@ -68,21 +75,43 @@ def scalar_metrics(results: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def generic_compare(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Compare arms on every scalar metric both have, for scenarios without ``compare``.
+def generic_compare(
+    a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Compare arm A with arm B on scalar metrics (the ``Scenario.compare`` contract).
 
-    One trial per arm gives ``delta_mean`` only; more give
+    Used as is for scenarios without ``compare``, and by those with a fixed list of
+    metrics (``names``). One trial per arm gives ``delta_mean`` only; more give
     :func:`simcore.stats.compare_metrics` (paired when the arms' seeds match).
+
+    Args:
+        a: Arm A's results objects.
+        b: Arm B's results objects.
+        names: The metrics to compare (also the Holm family); booleans count as
+            0/1 and missing values as None. Default: every scalar metric both arms have.
     """
-    rows_a, rows_b = [scalar_metrics(r) for r in a], [scalar_metrics(r) for r in b]
-    names = sorted(set().union(*rows_a) & set().union(*rows_b)) if rows_a and rows_b else []
+    if names is None:
+        rows_a, rows_b = [scalar_metrics(r) for r in a], [scalar_metrics(r) for r in b]
+        names = sorted(set().union(*rows_a) & set().union(*rows_b)) if rows_a and rows_b else []
+    else:
+        def named(results: dict[str, Any]) -> dict[str, float | None]:
+            # Booleans pass isinstance(int) and become 0/1; anything else non-numeric is missing.
+            m = results.get("metrics", {})
+            return {n: float(m[n]) if isinstance(m.get(n), (int, float)) else None for n in names}
+
+        rows_a, rows_b = [named(r) for r in a], [named(r) for r in b]
     if len(a) == 1 and len(b) == 1:
-        diff: dict[str, Any] = {n: {"delta_mean": rows_a[0][n] - rows_b[0][n]} for n in names}
+        x, y = rows_a[0], rows_b[0]
+        diff: dict[str, Any] = {
+            n: {"delta_mean": None if x.get(n) is None or y.get(n) is None else x[n] - y[n]} for n in names
+        }
         diff["statistical_mode"] = "single_trial_delta"
     else:
         seeds_a = [r.get("seed") for r in a]
         paired = seeds_a == [r.get("seed") for r in b]
-        seed = derive_seed(int(seeds_a[0] or 0), "compare.bootstrap." + ",".join(map(str, seeds_a)))
+        # Empty arms (a batch cell whose trials all failed) give entries without figures.
+        first = int(seeds_a[0] or 0) if seeds_a else 0
+        seed = derive_seed(first, "compare.bootstrap." + ",".join(map(str, seeds_a)))
         diff = stats.compare_metrics(rows_a, rows_b, names, paired_samples=paired, seed=seed)
         diff["statistical_mode"] = "multi_trial_welch_t"
         diff["paired"] = paired
@@ -136,9 +165,7 @@ async def run_arms_async(
 
     # A real backend is shared by all trials, so its concurrency and rate limits and
     # its budget hold for the whole group; each trial gets its own view (cassette).
-    shared = None if spec.name == "stub" else make_backend(
-        spec, scenario.behaviour(cfg_a) if scenario.behaviour else None
-    )
+    shared = None if spec.name == "stub" else scenario_backend(scenario, cfg_a, spec)
 
     from tqdm import tqdm
 
@@ -157,7 +184,10 @@ async def run_arms_async(
 
     async def one(arm: str, cfg: Config, i: int, s: int) -> tuple[TrialResult, str]:
         trial = await run_trial_async(scenario, cfg, s, spec, shared)
-        return trial, await loop.run_in_executor(writer, write, trial, run_id(arm, i))
+        rid = await loop.run_in_executor(writer, write, trial, run_id(arm, i))
+        # The run is on disk and the summary needs only its results: drop the world,
+        # or a long Monte Carlo holds every trial's world until the end.
+        return dataclasses.replace(trial, world=None), rid
 
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     try:
@@ -165,8 +195,7 @@ async def run_arms_async(
     finally:
         writer.shutdown(wait=True)
         bar.close()
-        if shared is not None and hasattr(shared, "aclose"):
-            await shared.aclose()
+        await close_backend(shared)
     for item in outcomes:
         if isinstance(item, BaseException):  # a bug, not a failed trial (those are results)
             raise item

@@ -107,11 +107,6 @@ def encode(texts: Sequence[str]) -> np.ndarray:
     return np.stack([_cache[k] for k in keys])
 
 
-def cache_size() -> int:
-    """Number of cached vectors."""
-    return len(_cache)
-
-
 def clear_cache() -> None:
     """Forget every cached vector (benchmarks use it to compare cold runs)."""
     _cache.clear()
@@ -129,14 +124,6 @@ class EmbeddingStore:
         vecs = encode([text for _, text in items])
         for (key, _), vec in zip(items, vecs):
             self._vectors[key] = vec
-
-    def get(self, phase: str, round_: int, agent: str) -> np.ndarray:
-        """The vector of one reply."""
-        return self._vectors[(phase, round_, agent)]
-
-    def keys(self) -> list[tuple[str, int, str]]:
-        """Stored keys, in insertion order."""
-        return list(self._vectors)
 
     def __getitem__(self, key: tuple[str, int, str]) -> np.ndarray:
         return self._vectors[key]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from backends.base import LLMRequest, LLMResponse
-from backends.pricing import price_of
+from backends.pricing import cost_usd
 from backends.registry import BackendSpec, price_table
 from backends.stub import StubBackend
 from simcore.config import Config
@@ -131,14 +131,10 @@ def estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: Bac
     by_model: dict[str, dict[str, Any]] = {}
     unpriced = []
     for model, led in sorted(usage.items()):
-        entry = price_of(model, prices)
         row: dict[str, Any] = {**led, "max_completion_tokens": max_tokens.get(model, 0)}
-        if entry is None:
+        row["cost_usd"] = cost_usd(model, led["prompt_tokens"], led["completion_tokens"], prices)
+        row["max_cost_usd"] = cost_usd(model, led["prompt_tokens"], row["max_completion_tokens"], prices)
+        if row["cost_usd"] is None:
             unpriced.append(model)
-            row["cost_usd"] = row["max_cost_usd"] = None
-        else:
-            p_in = led["prompt_tokens"] * entry["input"]
-            row["cost_usd"] = (p_in + led["completion_tokens"] * entry["output"]) / 1e6
-            row["max_cost_usd"] = (p_in + row["max_completion_tokens"] * entry["output"]) / 1e6
         by_model[model] = row
     return Estimate(len(trials), spec.name, by_model, unpriced)

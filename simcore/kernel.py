@@ -35,7 +35,14 @@ import mesa
 import simpy
 from simpy.events import NORMAL
 
-from backends.base import Backend, LLMRequest, LLMResponse, Usage, complete_all
+from backends.base import (
+    Backend,
+    LLMRequest,
+    LLMResponse,
+    Usage,
+    complete_all,
+    estimate_tokens,
+)
 from simcore.messages import Board
 from simcore.rng import Streams
 from simcore.schema import parse_reply
@@ -77,16 +84,12 @@ class Reply(NamedTuple):
     @property
     def tokens(self) -> int:
         """Completion tokens, estimated from the text when usage is missing."""
-        return _completion_tokens(self.usage, self.text)
+        return completion_tokens(self.usage, self.text)
 
 
-def _completion_tokens(usage: Usage | None, text: str) -> int:
-    return usage.completion_tokens if usage is not None else max(1, math.ceil(len(text) / 4))
-
-
-def completion_tokens(response: LLMResponse) -> int:
-    """Completion tokens as reported, or estimated from the text when usage is missing."""
-    return _completion_tokens(response.usage, response.text)
+def completion_tokens(usage: Usage | None, text: str) -> int:
+    """Completion tokens as reported, or estimated from the text (at least 1) when usage is missing."""
+    return usage.completion_tokens if usage is not None else max(1, estimate_tokens(text))
 
 
 def speaking_time(agent: "LLMAgent", response: LLMResponse) -> float:
@@ -95,7 +98,7 @@ def speaking_time(agent: "LLMAgent", response: LLMResponse) -> float:
     ``agent.speaking_rate`` is in tokens per simulated second (default 4, about
     three spoken words a second), so an 800-token turn lasts 200 simulated seconds.
     """
-    return completion_tokens(response) / agent.speaking_rate
+    return completion_tokens(response.usage, response.text) / agent.speaking_rate
 
 
 DurationModel = Callable[["LLMAgent", LLMResponse], float]
@@ -304,9 +307,15 @@ class World(mesa.Model):
                     break
                 env.step()
         finally:
-            # Mesa keeps a class-level id counter per model; drop ours so that
-            # finished worlds can be garbage-collected in long sweeps.
-            mesa.Agent._ids.pop(self, None)
+            self.release()
+
+    def release(self) -> None:
+        """Let this world be garbage-collected once unreferenced.
+
+        Mesa keeps a class-level agent-id counter per model, which would pin every
+        world ever built (run or not) for the life of the process.
+        """
+        mesa.Agent._ids.pop(self, None)
 
     def run(self, until: float | None = None) -> None:
         """Run on a fresh asyncio loop (for callers that are not async)."""

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from simcore.records import atomic_write
+
 ARM_COLORS = ("#c0392b", "#2e86c1")
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110, tight: bool = False) -> None:
+    """Write ``fig`` to ``path`` as a PNG, atomically (no reader sees half an image).
+
+    ``tight`` crops to the drawn content, which keeps labels and legends placed
+    outside the axes inside the image.
+    """
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
+    atomic_write(path, buf.getvalue())
 
 
 def comparison_plot(
@@ -78,8 +92,7 @@ def comparison_plot(
     fig.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9, title=note, title_fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    save_figure(fig, path, dpi=dpi)
 
 
 def _num(x: float | None, spec: str) -> str:

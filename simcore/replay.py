@@ -22,7 +22,7 @@ from backends.registry import BackendSpec, replay_backend
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
 from simcore.records import read_json
-from simcore.runner import run_trial_async
+from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
 from simcore.trace import first_difference
 
@@ -72,8 +72,7 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
     try:
         trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend, intervention)
     finally:
-        if hasattr(backend, "aclose"):
-            await backend.aclose()
+        await close_backend(backend)
     recorded_bytes = trace_path.read_bytes()
     replayed_text = trial.trace.to_jsonl()
     recorded_sha = hashlib.sha256(recorded_bytes).hexdigest()

@@ -54,7 +54,7 @@ class TrialResult:
     backend: BackendSpec
     status: str
     error: dict[str, Any] | None
-    world: World
+    world: World | None  # None once a Monte Carlo has written the run (see run_arms_async)
     results: dict[str, Any]
     wall_s: float
 
@@ -67,6 +67,20 @@ def trial_scope(scenario: Scenario, config: Config, seed: int) -> str:
     """The trial's cassette scope: a hash of scenario, config and seed."""
     key = canonical_json({"scenario": scenario.name, "config": config.to_dict(), "seed": seed})
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def scenario_backend(scenario: Scenario, config: Config, spec: BackendSpec) -> Backend:
+    """A new backend for ``spec``, with the scenario's stub behaviour for ``config``.
+
+    Close it with :func:`close_backend` when done.
+    """
+    return make_backend(spec, scenario.behaviour(config) if scenario.behaviour else None)
+
+
+async def close_backend(backend: Backend | None) -> None:
+    """Close ``backend`` if it holds connections (HTTP providers); others need nothing."""
+    if backend is not None and hasattr(backend, "aclose"):
+        await backend.aclose()
 
 
 def build_world(
@@ -83,15 +97,18 @@ def build_world(
     which records the trial's cassette.
     """
     if backend is None:
-        behaviour = scenario.behaviour(config) if scenario.behaviour else None
-        backend = make_backend(spec, behaviour)
+        backend = scenario_backend(scenario, config, spec)
     for_trial = getattr(backend, "for_trial", None)
     if for_trial is not None:
         backend = for_trial(trial_scope(scenario, config, seed))
     world = World(
         seed, backend, scenario=scenario.name, model_name=spec.model, intervention=intervention
     )
-    scenario.build(world, config)
+    try:
+        scenario.build(world, config)
+    except BaseException:
+        world.release()  # half-built (e.g. a topology that does not fit): never runs
+        raise
     return world
 
 
@@ -119,13 +136,11 @@ async def run_trial_async(
     """
     spec = spec or BackendSpec()
     if backend is None:
-        behaviour = scenario.behaviour(config) if scenario.behaviour else None
-        owned = make_backend(spec, behaviour)
+        owned = scenario_backend(scenario, config, spec)
         try:
             return await run_trial_async(scenario, config, seed, spec, owned, intervention)
         finally:
-            if hasattr(owned, "aclose"):
-                await owned.aclose()
+            await close_backend(owned)
     if scenario.trial is not None:
         return await scenario.trial(config, seed, spec, backend)
     world = build_world(scenario, config, seed, spec, backend, intervention)

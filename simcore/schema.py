@@ -166,7 +166,7 @@ def parse_reply(text: str, schema: type | None) -> Parsed:
             if type(value) is tp and (tp is str or tp is bool):
                 kwargs[name] = value
                 continue
-            if tp is float and type(value) in (float, int):
+            if tp is float and type(value) in (float, int) and value == value:  # NaN takes the slow path
                 bounds = meta.get("range")
                 if bounds is None or bounds[0] <= value <= bounds[1]:
                     kwargs[name] = float(value)

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from backends.base import LLMRequest, Message
 from backends.stub import StubBackend
 from scenarios.acausal_cooperation import SCENARIO
 from scenarios.acausal_cooperation.analysis import (
+    COMPARED,
     convergence,
     mean_pairwise_cosine,
     superrationality_score,
@@ -52,7 +54,9 @@ from scenarios.acausal_cooperation.prompts import (
     read_decision,
 )
 from scenarios.acausal_cooperation.scripted import parse_scripted
+from simcore.cli import main as cli_main
 from simcore.config import ConfigError
+from simcore.counterfactual import compared_metrics
 from simcore.kernel import Reply
 from simcore.runner import run_trial_async, write_run
 
@@ -553,11 +557,28 @@ def test_defection_triggers_detect_previous_defection() -> None:
 
 
 def test_compare_reports_treatment_minus_control() -> None:
-    a = [{"metrics": {"cooperation_rate": x}} for x in (0.8, 0.7, 0.9)]
-    b = [{"metrics": {"cooperation_rate": x}} for x in (0.4, 0.35, 0.45)]
+    a = [{"seed": s, "metrics": {"cooperation_rate": x}} for s, x in zip((1, 2, 3), (0.8, 0.7, 0.9))]
+    b = [{"seed": s, "metrics": {"cooperation_rate": x}} for s, x in zip((1, 2, 3), (0.4, 0.35, 0.45))]
     out = SCENARIO.compare(a, b)
-    assert out["cooperation_rate"]["diff"] == pytest.approx(0.4)
-    assert out["cooperation_rate"]["n_pairs"] == 3 and out["cooperation_rate"]["p_value"] < 0.05
+    diff = out["difference_summary"]
+    assert compared_metrics(out) == list(COMPARED)  # every named metric, even one the trials lack
+    assert diff["cooperation_rate"]["delta_mean"] == pytest.approx(0.4)
+    assert diff["paired"] is True and diff["cooperation_rate"]["paired_p_value"] < 0.05
+    assert diff["superrationality_score"]["delta_mean"] is None
+    assert pickle.loads(pickle.dumps(SCENARIO)).compare(a, b) == out  # the batch runner pickles it
+
+
+def test_cli_trials_prints_the_compared_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--trials", "2", "--n-agents", "3", "--rounds", "2", "--no-embeddings", "--out", str(tmp_path)]
+    assert cli_main(SCENARIO, argv) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
+    assert set(COMPARED) <= rows
+    group = Path(out.rsplit("summary directory: ", 1)[1].strip())
+    summary = json.loads((group / "summary.json").read_text())
+    assert sorted(compared_metrics(summary["statistical_comparison"])) == sorted(COMPARED)
+    assert summary["statistical_comparison"]["difference_summary"]["cooperation_rate"]["delta_mean"] > 0
+    assert (group / "plots" / "comparison.png").is_file()
 
 
 class FailAfter:

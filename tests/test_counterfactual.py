@@ -17,7 +17,12 @@ import pytest
 from scenarios.context_corrosion import SCENARIO
 from simcore.cli import main
 from simcore.config import ConfigError
-from simcore.counterfactual import generic_compare, run_arms, trial_seeds
+from simcore.counterfactual import (
+    compared_metrics,
+    generic_compare,
+    run_arms,
+    trial_seeds,
+)
 from simcore.records import read_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +81,29 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
     assert s["statistical_comparison"]["difference_summary"]["paired"] is True
 
 
+def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch):
+    import gc
+
+    from simcore import counterfactual
+    from simcore.kernel import World
+
+    def worlds() -> set[int]:
+        gc.collect()
+        return {id(o) for o in gc.get_objects() if type(o) is World}  # no __class__ lookups
+
+    live = []
+    summarise = counterfactual.write_summary
+    before = worlds()  # other tests' worlds may still be alive
+
+    def counting(*args, **kwargs):
+        live.append(len(worlds() - before))
+        return summarise(*args, **kwargs)
+
+    monkeypatch.setattr(counterfactual, "write_summary", counting)
+    s = run_arms(SCENARIO, FAST, 5, n_trials=4, out=tmp_path, progress=False)
+    assert live == [0] and s["n_pairs_compared"] == 4
+
+
 def test_monte_carlo_is_reproducible(tmp_path):
     one = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "a", progress=False)
     two = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "b", progress=False)
@@ -90,6 +118,21 @@ def test_generic_compare_for_scenarios_without_their_own(tmp_path):
     assert "mean_final_confidence" in diff and "delta_mean" in diff["mean_final_confidence"]
     single = generic_compare([{"seed": 1, "metrics": {"x": 2.0}}], [{"seed": 1, "metrics": {"x": 0.5}}])
     assert single["difference_summary"]["x"] == {"delta_mean": 1.5}
+
+
+def test_generic_compare_on_named_metrics():
+    a = [{"seed": s, "metrics": {"x": x, "flag": f, "y": 1.0}} for s, x, f in [(1, 2.0, True), (2, 3.0, True)]]
+    b = [{"seed": s, "metrics": {"x": x, "flag": f, "y": 1.0}} for s, x, f in [(1, 1.0, False), (2, 1.5, True)]]
+    diff = generic_compare(a, b, names=["x", "flag", "missing"])["difference_summary"]
+    assert compared_metrics({"difference_summary": diff}) == ["x", "flag", "missing"]  # y left out
+    assert diff["x"]["delta_mean"] == pytest.approx(1.25) and diff["paired"] is True
+    assert diff["flag"]["delta_mean"] == pytest.approx(0.5)  # booleans count as 0/1
+    assert diff["missing"]["delta_mean"] is None
+    single = generic_compare(a[:1], b[:1], names=["flag", "missing"])["difference_summary"]
+    assert single["flag"] == {"delta_mean": 1.0} and single["missing"] == {"delta_mean": None}
+    assert "flag" not in generic_compare(a, b)["difference_summary"]  # the default skips booleans
+    empty = generic_compare([], [], names=["x"])["difference_summary"]
+    assert empty["x"]["delta_mean"] is None
 
 
 def test_bad_trials_and_scenarios_without_an_axis():

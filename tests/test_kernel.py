@@ -236,3 +236,21 @@ def test_intervention_hooks_alter_requests_responses_delays_and_order():
     assert calls[1].payload["max_tokens"] == 7 and calls[0].payload["max_tokens"] == 50
     assert out["error"] == "injected" and out["order"] == ["A2"]
     assert out["a0"].t_done - out["a0"].t_asked >= 100.0
+
+
+def test_worlds_are_not_pinned_by_mesa_after_running_or_release():
+    import gc
+    import weakref
+
+    import mesa
+
+    ran = make_world(StubBackend(), n=2)[0]
+    ran.run()
+    built = make_world(StubBackend(), n=2)[0]
+    assert built in mesa.Agent._ids  # Mesa registers every model it sees
+    built.release()
+    assert ran not in mesa.Agent._ids and built not in mesa.Agent._ids
+    refs = [weakref.ref(ran), weakref.ref(built)]
+    del ran, built
+    gc.collect()
+    assert [r() for r in refs] == [None, None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import subprocess
 import sys
 from functools import lru_cache
@@ -20,6 +21,7 @@ from scenarios.llm_auction import SCENARIO
 from scenarios.llm_auction.analysis import (
     AGENT_SUMMARY_COLUMNS,
     BID_COLUMNS,
+    COMPARED,
     ROUND_COLUMNS,
     VIGNETTE_COLUMNS,
 )
@@ -31,6 +33,7 @@ from scenarios.llm_auction.vignettes import VIGNETTES
 from simcore.agents import LLMAgent
 from simcore.cli import main as cli_main
 from simcore.config import ConfigError
+from simcore.counterfactual import compared_metrics
 from simcore.kernel import World
 from simcore.protocols import Bid, open_floor, resolve_auction, sealed_bid_auction
 from simcore.rng import Streams
@@ -563,6 +566,7 @@ def test_compare_writes_the_comparison(tmp_path, capsys):
     assert set(stats) == set(MECHANISMS)
     assert stats["auction"]["correctness_pooled"]["n"] == 4
     assert len(out["pairs"]) == 3 and "p_holm" in out["pairs"][0]["correctness"]
+    assert {"delta_mean", "ci95_low", "ci95_high", "paired_p_value"} <= set(out["pairs"][0]["correctness"])
     rounds = pd.read_csv(d / "agent_round_results.csv")
     assert len(rounds) == 3 * 2 * 2 * 5
 
@@ -585,11 +589,57 @@ def test_scenario_compare_hook_pairs_trials():
     a = [trial("auction", seed=s).results for s in (1, 2)]
     b = [trial("turn_taking", seed=s).results for s in (1, 2)]
     out = SCENARIO.compare(a, b)
-    d = out["correctness"]
-    assert d["mean_diff"] == pytest.approx(
+    diff = out["difference_summary"]
+    assert compared_metrics(out) == list(COMPARED)
+    assert all("delta_mean" in diff[key] for key in COMPARED)
+    assert diff["correctness"]["delta_mean"] == pytest.approx(
         np.mean([x["metrics"]["correctness"] - y["metrics"]["correctness"] for x, y in zip(a, b)])
     )
+    assert diff["paired"] is True and "paired_p_value_holm" in diff["correctness"]
     assert SCENARIO.counterfactual == ("mechanism", "auction", "free_discussion")
+    assert pickle.loads(pickle.dumps(SCENARIO)).compare(a, b) == out  # the batch runner pickles it
+
+
+def test_cli_trials_prints_and_plots_the_compared_metrics(tmp_path, capsys):
+    argv = ["--trials", "2", "--n-agents", "5", "--n-vignettes", "2", "--out", str(tmp_path)]
+    assert cli_main(SCENARIO, argv) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
+    assert set(COMPARED) <= rows
+    group = Path(out.rsplit("summary directory: ", 1)[1].strip())
+    summary = json.loads((group / "summary.json").read_text())
+    assert sorted(compared_metrics(summary["statistical_comparison"])) == sorted(COMPARED)
+    assert (group / "plots" / "comparison.png").is_file()
+
+
+def test_compare_estimate_writes_nothing(tmp_path, capsys):
+    rc = compare_main(["--trials", "2", "--mechanisms", "auction,turn_taking", "--n-agents", "5",
+                       "--n-vignettes", "2", "--estimate", "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "estimate for 4 trial(s)" in out  # 2 mechanisms x 2 trial seeds
+    assert not any(tmp_path.iterdir())
+
+
+def test_compare_without_api_key_fails_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        compare_main(["--backend", "openai", "--trials", "1", "--n-agents", "5", "--n-vignettes", "2",
+                      "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: backend:") and "OPENAI_API_KEY" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_compare_with_one_trial_reports_without_a_bootstrap_ci(tmp_path, capsys):
+    rc = compare_main(["--trials", "1", "--mechanisms", "auction,turn_taking", "--n-agents", "5",
+                       "--n-vignettes", "2", "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "correctness auction - turn_taking:" in out and "[n/a] (paired bootstrap)" in out
+    assert "comparison directory:" in out
 
 
 @pytest.mark.slow

@@ -56,3 +56,18 @@ def test_experiment_log_is_written(tmp_path):
     assert len(log["replies"]) == 3 * 3
     assert {r["phase"] for r in log["replies"]} == {"phase1", "discussion", "final"}
     assert all("raw" in r and "parsed" in r for r in log["replies"])
+
+
+def test_a_world_that_fails_to_build_is_not_pinned_by_mesa():
+    import mesa
+    import pytest
+
+    from backends.registry import BackendSpec
+    from simcore.config import ConfigError
+    from simcore.runner import build_world
+
+    before = len(mesa.Agent._ids)
+    cfg = CorrosionConfig(n_peers=2, topology="small_world:k=4,p=0.1")  # k does not fit 3 agents
+    with pytest.raises(ConfigError, match="small_world k"):
+        build_world(SCENARIO, cfg, 1, BackendSpec())
+    assert len(mesa.Agent._ids) == before

@@ -42,6 +42,21 @@ def test_unusable_output_is_flagged_not_raised():
         assert p.parse_error and p.value is None
 
 
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    weight: float = 1.0
+
+
+def test_nan_is_not_a_number_with_or_without_a_range():
+    # json.loads accepts NaN; the parser must not pass it on as a valid float
+    p = parse_reply('{"value": NaN}', Estimate)
+    assert p.parse_error and p.value is None
+    p = parse_reply('{"value": 2, "weight": NaN}', Estimate)
+    assert p.value == Estimate(2.0, 1.0) and "weight: default used" in p.issues
+    assert parse_reply('{"choice": "no", "confidence": NaN}', Vote).value == Vote("no", 0.5)
+
+
 def test_no_schema_returns_the_object():
     assert parse_reply('x {"a": 1}', None).value == {"a": 1}
 

@@ -324,24 +324,21 @@ def summarize(results: dict[str, Any]) -> str:
     ])
 
 
-def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
-    """Treatment (A) minus control (B) on the main metrics; paired when the arms pair up."""
-    from simcore import stats  # lazy: scipy.stats takes a second or two to import
+COMPARED = (
+    "cooperation_rate", "mutual_cooperation_rate", "final_cooperation_rate",
+    "identity_reasoning_frequency", "superrationality_score", "strategy_similarity_mean",
+)
 
-    keys = ("cooperation_rate", "mutual_cooperation_rate", "final_cooperation_rate",
-            "identity_reasoning_frequency", "superrationality_score", "strategy_similarity_mean")
-    out: dict[str, Any] = {}
-    for k in keys:
-        xa = [r.get("metrics", {}).get(k) for r in a]
-        xb = [r.get("metrics", {}).get(k) for r in b]
-        da, db = stats.describe(xa), stats.describe(xb)
-        test = stats.paired(xa, xb) if len(xa) == len(xb) else stats.welch(xa, xb)
-        out[k] = {
-            "mean_a": da.mean, "mean_b": db.mean,
-            "diff": None if da.mean is None or db.mean is None else da.mean - db.mean,
-            **test,
-        }
-    return out
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Treatment (A) minus control (B) on :data:`COMPARED` (``Scenario.compare``).
+
+    A module-level function rather than a lambda: the batch runner pickles scenarios.
+    """
+    # Imported here: it pulls in scipy and the runner, which a plain run does not need yet.
+    from simcore.counterfactual import generic_compare
+
+    return generic_compare(a, b, names=COMPARED)
 
 
 # -- files ------------------------------------------------------------------------

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import math
 from itertools import combinations
-from typing import Sequence
 
 import numpy as np
 
 COOPERATE, DEFECT = "COOPERATE", "DEFECT"
-ACTIONS = (COOPERATE, DEFECT)
 POWER_MIN, POWER_MAX = 50.0, 150.0
 
 # (my action, their action) -> my base payoff: R = 3, S = 0, T = 5, P = 1.
@@ -107,13 +105,3 @@ def letters(k: int) -> str:
 def anonymous_labels(rng: np.random.Generator, n: int) -> list[str]:
     """A random relabelling of players 0..n-1: entry i is player i's label this round."""
     return [letters(int(k)) for k in rng.permutation(n)]
-
-
-def short(action: str) -> str:
-    """``COOPERATE`` -> ``C``, ``DEFECT`` -> ``D``."""
-    return action[0]
-
-
-def cooperation_share(actions: Sequence[str]) -> float | None:
-    """Share of COOPERATE among ``actions`` (None when empty)."""
-    return sum(a == COOPERATE for a in actions) / len(actions) if actions else None

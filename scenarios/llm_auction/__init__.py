@@ -8,7 +8,7 @@ mechanisms on shared seeds.
 
 from scenarios.llm_auction.analysis import (
     analyze,
-    compare_results,
+    compare_arms,
     outcome,
     summarize,
     write_artifacts,
@@ -34,6 +34,6 @@ SCENARIO = Scenario(
     write_artifacts=write_artifacts,
     commands={"compare": compare_main},
     counterfactual=("mechanism", "auction", "free_discussion"),
-    compare=compare_results,
+    compare=compare_arms,
     outcome=outcome,
 )

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from scenarios.llm_auction.config import STYLES, AuctionConfig
+from simcore.counterfactual import generic_compare
 from simcore.kernel import World
 from simcore.records import atomic_write
-from simcore.stats import bootstrap_mean_diff_ci, describe, paired, proportion_ci
+from simcore.stats import describe, proportion_ci
 
 VIGNETTE_COLUMNS = (
     "mechanism", "seed", "vignette_index", "vignette_id", "title", "consensus", "decision",
@@ -76,6 +77,14 @@ def agent_summary(rounds: pd.DataFrame) -> pd.DataFrame:
 
 def tables(world: World, cfg: AuctionConfig) -> dict[str, pd.DataFrame]:
     """The seed's tables for one run (bid_data has only a header outside the auction)."""
+    return _tables_and_metrics(world, cfg)[0]
+
+
+def _tables_and_metrics(world: World, cfg: AuctionConfig) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    # Built once per run (analysis, writers and the compare command all need them)
+    # and kept in the world's state.
+    if "analysis" in world.state:
+        return world.state["analysis"]
     rounds = _frame(world.state.get("rows", []), ROUND_COLUMNS)
     out = {
         "vignette_results": _frame(world.state.get("vignettes", []), VIGNETTE_COLUMNS),
@@ -87,7 +96,8 @@ def tables(world: World, cfg: AuctionConfig) -> dict[str, pd.DataFrame]:
     out["simulation_summary"] = pd.DataFrame(
         [{"mechanism": cfg.mechanism, "seed": world.seed, **_config_columns(cfg), **m}]
     )
-    return out
+    world.state["analysis"] = out, m
+    return out, m
 
 
 def _config_columns(cfg: AuctionConfig) -> dict[str, Any]:
@@ -176,11 +186,11 @@ def by_style(rounds: pd.DataFrame, vignettes: pd.DataFrame) -> dict[str, Any]:
 
 def analyze(world: World, cfg: AuctionConfig) -> dict[str, Any]:
     """Results object: scalar metrics plus CIs by style and the per-vignette outcomes."""
-    t = tables(world, cfg)
+    t, m = _tables_and_metrics(world, cfg)
     vign, rounds = t["vignette_results"], t["agent_round_results"]
     return {
         "mechanism": cfg.mechanism,
-        "metrics": metrics(vign, rounds, t["bid_data"]),
+        "metrics": dict(m),
         "correctness": _rate(vign["correct"]),
         "cost_per_vignette": describe(vign["total_cost"].tolist()).to_dict(),
         "reward_per_agent_vignette": describe(rounds["reward"].tolist()).to_dict(),
@@ -248,28 +258,12 @@ def write_artifacts(run_dir: Path, world: World, cfg: AuctionConfig, results: di
 COMPARED = ("correctness", "mean_reward", "spend_per_vignette", "cost_per_vignette", "participation")
 
 
-def compare_results(a: list[dict[str, Any]], b: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    """Paired comparison of two arms' trials (A minus B), matched by position.
+def compare_arms(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Arm A minus arm B on :data:`COMPARED` (``Scenario.compare``), paired by trial seed.
 
-    For each metric in ``COMPARED``: both means, the mean difference, a paired
-    t-test and a paired bootstrap 95% CI of the difference.
+    A module-level function rather than a lambda: the batch runner pickles scenarios.
     """
-    out: dict[str, Any] = {}
-    for key in COMPARED:
-        xa = [r["metrics"].get(key) for r in a]
-        xb = [r["metrics"].get(key) for r in b]
-        pairs = [(x, y) for x, y in zip(xa, xb) if x is not None and y is not None]
-        diff = [x - y for x, y in pairs]
-        lo, hi = bootstrap_mean_diff_ci(xa, xb, paired_samples=True, seed=seed)
-        out[key] = {
-            "mean_a": describe(xa).mean,
-            "mean_b": describe(xb).mean,
-            "mean_diff": float(np.mean(diff)) if diff else None,
-            **paired(xa, xb),
-            "bootstrap_ci_low": lo,
-            "bootstrap_ci_high": hi,
-        }
-    return out
+    return generic_compare(a, b, names=COMPARED)
 
 
 def outcome(results: dict[str, Any]) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -137,18 +138,7 @@ class AuctionBehaviour:
 
     def view(self, seed: int, v: Vignette, agent: str, style: str) -> View:
         """The agent's private view: the same in every phase and every mechanism."""
-        rng = np.random.default_rng(derive_seed(seed, f"llm_auction.view.{v.id}.{agent}"))
-        u_right, u_distractor, u_other, noise = rng.random(), rng.random(), rng.random(), rng.normal()
-        correct = u_right < self.stub_accuracy
-        if correct:
-            option = v.consensus
-        else:
-            others = [k for k in v.keys if k not in (v.consensus, v.distractor)]
-            take_distractor = u_distractor < DISTRACTOR_SHARE or not others
-            option = v.distractor if take_distractor else others[int(u_other * len(others))]
-        sign = 1.0 if correct else -1.0
-        conf = 0.6 + 0.25 * self.confidence_signal * sign + STYLE_BIAS[style] + STYLE_NOISE[style] * noise
-        return View(option, correct, round(float(np.clip(conf, 0.05, 0.99)), 2))
+        return _view(seed, v, agent, style, self.stub_accuracy, self.confidence_signal)
 
     def ballot(self, view: View, heard: list[tuple[str, float]], v: Vignette, rng: np.random.Generator) -> str:
         """The option the agent votes for after hearing ``heard`` (see the module docstring)."""
@@ -220,3 +210,21 @@ def make_behaviour(cfg: AuctionConfig) -> AuctionBehaviour:
     """The behaviour model for a config."""
     styles = {name: cfg.style_of(i) for i, name in enumerate(agent_names(cfg.n_agents))}
     return AuctionBehaviour(styles, cfg.stub_accuracy, cfg.confidence_signal, cfg.persuasion, cfg.primacy)
+
+
+@lru_cache(maxsize=65536)
+def _view(seed: int, v: Vignette, agent: str, style: str, accuracy: float, signal: float) -> View:
+    # Cached: every reply of an agent on a vignette needs its view, and seeding a
+    # fresh generator costs more than the rest of the reply.
+    rng = np.random.default_rng(derive_seed(seed, f"llm_auction.view.{v.id}.{agent}"))
+    u_right, u_distractor, u_other, noise = rng.random(), rng.random(), rng.random(), rng.normal()
+    correct = u_right < accuracy
+    if correct:
+        option = v.consensus
+    else:
+        others = [k for k in v.keys if k not in (v.consensus, v.distractor)]
+        take_distractor = u_distractor < DISTRACTOR_SHARE or not others
+        option = v.distractor if take_distractor else others[int(u_other * len(others))]
+    sign = 1.0 if correct else -1.0
+    conf = 0.6 + 0.25 * signal * sign + STYLE_BIAS[style] + STYLE_NOISE[style] * noise
+    return View(option, correct, round(float(np.clip(conf, 0.05, 0.99)), 2))

@@ -9,8 +9,10 @@ directory, atomically::
     <out>/llm_auction/compare-<utc>-s<seed>-<hex>/
         manifest.json        config, mechanisms, trial seeds, versions, code revision
         comparison.json      per mechanism: correctness (pooled Wilson CI and per-trial
-                             t CI), cost, reward, participation; by style; paired
-                             tests between mechanisms with Holm-adjusted p-values
+                             t CI), cost, reward, participation; by style; between
+                             mechanisms, simcore.stats.compare_metrics on COMPARED
+                             (paired) and ``p_holm``, the paired p-value Holm-adjusted
+                             across the mechanism pairs
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
         agent_summary.csv, simulation_summary.csv   the seed's tables, all trials
@@ -33,12 +35,12 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from backends.errors import BackendConfigError
 from backends.registry import BackendSpec
 from scenarios.llm_auction.analysis import (
     COMPARED,
     TABLES,
     by_style,
-    compare_results,
     tables,
     write_tables,
 )
@@ -51,6 +53,7 @@ from simcore.cli import (
     fail,
     parse_seed,
     parse_trials,
+    print_estimate,
     resolve_config,
 )
 from simcore.config import ConfigError
@@ -64,7 +67,7 @@ from simcore.records import (
     write_json,
 )
 from simcore.rng import derive_seed
-from simcore.stats import describe, holm, proportion_ci
+from simcore.stats import compare_metrics, describe, holm, proportion_ci
 
 
 @dataclass
@@ -97,24 +100,31 @@ async def run_comparison_async(
     from tqdm import tqdm
 
     from scenarios.llm_auction import SCENARIO
-    from simcore.runner import run_trial_async
+    from simcore.runner import close_backend, run_trial_async, scenario_backend
 
+    spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
     jobs = [(i, s, m) for i, s in enumerate(seeds) for m in mechanisms]
+    # One real backend for all trials, so its concurrency and rate limits and its
+    # budget hold for the whole comparison, and a missing key fails before any trial.
+    shared = None if spec.name == "stub" else scenario_backend(SCENARIO, cfg, spec)
     bar = tqdm(total=len(jobs), desc="llm_auction compare", unit="trial",
                disable=not progress, file=sys.stderr)
 
     async def one(s: int, m: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         mcfg = cfg.replace(mechanism=m)
-        trial = await run_trial_async(SCENARIO, mcfg, s, spec)
+        trial = await run_trial_async(SCENARIO, mcfg, s, spec, shared)
         bar.update(1)
         # Keep the results and tables only, so finished worlds can be freed.
         return trial.results, tables(trial.world, mcfg) if trial.status == "ok" else {}
 
     # All trials at once on one loop, so a real backend overlaps their calls;
     # gather keeps the job order, so the tables do not depend on timing.
-    outcomes = await asyncio.gather(*(one(s, m) for _, s, m in jobs))
-    bar.close()
+    try:
+        outcomes = await asyncio.gather(*(one(s, m) for _, s, m in jobs))
+    finally:
+        bar.close()
+        await close_backend(shared)
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
     rows, results = [], {m: [] for m in mechanisms}
     for (i, s, m), (res, frames_of_trial) in zip(jobs, outcomes):
@@ -162,11 +172,15 @@ def statistics(c: Comparison) -> dict[str, Any]:
             (ra, rb) for ra, rb in zip(c.results[a], c.results[b])
             if ra["status"] == "ok" and rb["status"] == "ok"
         ]
-        stats = compare_results([x for x, _ in ok], [y for _, y in ok], seed=derive_seed(c.seed, f"boot.{a}.{b}"))
-        pairs.append({"a": a, "b": b, "n_pairs": len(ok),
-                      **{key: stats[key] for key in COMPARED}})
+        diff = compare_metrics(
+            [x["metrics"] for x, _ in ok], [y["metrics"] for _, y in ok], COMPARED,
+            paired_samples=True, seed=derive_seed(c.seed, f"boot.{a}.{b}"),
+        )
+        pairs.append({"a": a, "b": b, "n_pairs": len(ok), **diff})
+    # compare_metrics corrects across the metrics of one pair; the question here is
+    # which mechanisms differ on a metric, so p_holm corrects across the pairs.
     for key in COMPARED:
-        adjusted = holm([p[key]["p_value"] for p in pairs])
+        adjusted = holm([p[key]["paired_p_value"] for p in pairs])
         for p, adj in zip(pairs, adjusted):
             p[key]["p_holm"] = adj
     return {"mechanisms": per_mech, "by_style": styles, "pairs": pairs}
@@ -220,13 +234,14 @@ def report(stats: dict[str, Any]) -> str:
         )
     for p in stats["pairs"]:
         d = p["correctness"]
-        if d["mean_diff"] is None:
+        if d["delta_mean"] is None:
             continue
         p_holm = "-" if d["p_holm"] is None else f"{d['p_holm']:.3g}"
+        # One pair (--trials 1) has no bootstrap interval.
+        boot = "n/a" if d["ci95_low"] is None else f"{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}"
         lines.append(
-            f"correctness {p['a']} - {p['b']}: {d['mean_diff']:+.3f} "
-            f"[{d['bootstrap_ci_low']:+.3f}, {d['bootstrap_ci_high']:+.3f}] (paired bootstrap), "
-            f"Holm p = {p_holm}, {p['n_pairs']} pairs"
+            f"correctness {p['a']} - {p['b']}: {d['delta_mean']:+.3f} "
+            f"[{boot}] (paired bootstrap), Holm p = {p_holm}, {p['n_pairs']} pairs"
         )
     return "\n".join(lines)
 
@@ -260,6 +275,8 @@ def parse_mechanisms(value: str) -> list[str]:
 
 def main(argv: Sequence[str]) -> int:
     """The ``compare`` subcommand; returns the exit status."""
+    from scenarios.llm_auction import SCENARIO
+
     args = build_parser().parse_args(list(argv))
     try:
         seed = parse_seed(args.seed)
@@ -269,10 +286,13 @@ def main(argv: Sequence[str]) -> int:
             raise ConfigError("mechanism: compare runs several mechanisms; use --mechanisms")
         cfg = resolve_config(AuctionConfig, args)
         spec = backend_spec(args)
+        if args.estimate:
+            runs = [(cfg.replace(mechanism=m), s) for s in trial_seeds(seed, n) for m in mechanisms]
+            return print_estimate(SCENARIO, runs, spec, as_json=args.json)
         # Worlds are built as trials start, so input that only building can reject
         # (e.g. a missing topology file) fails in the first trial, before any write.
         c = asyncio.run(run_comparison_async(cfg, seed, n, mechanisms, spec, progress=True))
-    except ConfigError as exc:
+    except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     stats = statistics(c)
     out = write_comparison(c, stats, args.out)

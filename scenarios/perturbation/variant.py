@@ -36,9 +36,9 @@ from backends.base import Backend
 from backends.cassette import Entry, write_cassette
 from backends.pricing import usage_cost
 from backends.registry import CASSETTE_FILE, BackendSpec, price_table
-from simcore.config import Config, ConfigError, param
+from simcore.config import Config, ConfigError, check_with, param
 from simcore.kernel import World
-from simcore.perturbation.operators import check_spec, parse_perturbation
+from simcore.perturbation.operators import parse_perturbation
 from simcore.perturbation.pairs import (
     REUSE,
     UNAVAILABLE,
@@ -90,8 +90,8 @@ def variant(name: str) -> Scenario:
     config_type = dataclasses.make_dataclass(
         cls_name,
         [
-            ("perturb", str, param("none", check=check_spec, help="the perturbation SPEC (see --help of "
-                                   "python -m scenarios.perturbation)")),
+            ("perturb", str, param("none", check=check_with(parse_perturbation),
+                                   help="the perturbation SPEC (see --help of python -m scenarios.perturbation)")),
             ("noise_floor", int, param(-1, lo=-1, hi=100, help="re-runs of the baseline per pair; -1: 0 on "
                                        "the stub, 1 on real backends")),
             ("reuse", str, param("prefix", choices=REUSE, help="prefix: answer calls before the perturbation "

@@ -86,11 +86,6 @@ BY_KEY = {p.key: p for p in PRINCIPLES}
 LIKERT = ("strongly disagree", "disagree", "agree", "strongly agree")  # scores 1..4
 
 
-def principle(pid: int) -> Principle:
-    """The principle with id ``pid`` (1-4)."""
-    return BY_ID[pid]
-
-
 # -- parsing model output ----------------------------------------------------
 
 def _norm(text: str) -> str:

@@ -9,7 +9,6 @@ nothing written), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -25,11 +24,11 @@ from simcore.cli import (
     OneLineParser,
     add_config_args,
     backend_spec,
+    config_values,
     fail,
-    load_config_file,
     parse_seed,
 )
-from simcore.config import ConfigError, coerce_field
+from simcore.config import ConfigError
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
@@ -120,16 +119,7 @@ def resolve(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
         stored = read_definition(args.out) if Path(args.out).is_dir() else None
         if stored is None:
             raise ConfigError(f"resume: {args.out} holds no sweep to resume (no sweep.json)")
-    ctype = scenario.config_type
-    names = [f.name for f in dataclasses.fields(ctype)]
-
-    base: dict[str, Any] = dict(stored["base_config"]) if stored else {}
-    if args.config:
-        base.update(load_config_file(args.config))
-    for name in names:
-        value = getattr(args, name, None)
-        if value is not None:
-            base[name] = coerce_field(ctype, name, value)
+    base = config_values(scenario.config_type, args, stored["base_config"] if stored else None)
 
     trials = _int("trials", args.trials)
     if trials is None:

@@ -131,33 +131,55 @@ class Dispatcher:
         self._on_done(job, outcome)
 
 
+class _InFlight:
+    """Up to ``capacity`` trials in flight (futures or tasks), refilled group by group.
+
+    Shared by the concurrent executors, so that they all dispatch and hand
+    outcomes back to the dispatcher the same way.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, capacity: int) -> None:
+        self.dispatcher = dispatcher
+        self.capacity = capacity
+        self.buffer: list[TrialJob] = []
+        self.pending: dict[Any, TrialJob] = {}
+
+    def fill(self, submit: Callable[[TrialJob], Any]) -> bool:
+        """Submit trials until full or dry; return whether any are in flight."""
+        while len(self.pending) < self.capacity:
+            if not self.buffer:
+                self.buffer = list(self.dispatcher.next_group() or [])
+                if not self.buffer:
+                    break
+            job = self.buffer.pop(0)
+            self.pending[submit(job)] = job
+        return bool(self.pending)
+
+    def settle(self, finished: Iterable[Any]) -> None:
+        """Hand finished futures' outcomes to the dispatcher, in job order.
+
+        Raises:
+            SweepAborted: a future failed (the executor itself, not its trial).
+        """
+        for fut in sorted(finished, key=lambda f: self.pending[f].index):
+            job = self.pending.pop(fut)
+            try:
+                out = fut.result()
+            except Exception as exc:
+                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+            self.dispatcher.done(job, out)
+
+
 def _drive(
     submit: Callable[[TrialJob], Any],
     wait_first: Callable[[list[Any]], Iterable[Any]],
-    result: Callable[[Any], dict[str, Any]],
     dispatcher: Dispatcher,
     capacity: int,
 ) -> None:
     """Keep up to ``capacity`` trials in flight until the dispatcher runs dry."""
-    buffer: list[TrialJob] = []
-    pending: dict[Any, TrialJob] = {}
-    while True:
-        while len(pending) < capacity:
-            if not buffer:
-                buffer = list(dispatcher.next_group() or [])
-                if not buffer:
-                    break
-            job = buffer.pop(0)
-            pending[submit(job)] = job
-        if not pending:
-            return
-        for fut in sorted(wait_first(list(pending)), key=lambda f: pending[f].index):
-            job = pending.pop(fut)
-            try:
-                out = result(fut)
-            except Exception as exc:
-                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
-            dispatcher.done(job, out)
+    flight = _InFlight(dispatcher, capacity)
+    while flight.fill(submit):
+        flight.settle(wait_first(list(flight.pending)))
 
 
 def run_serial(ctx: WorkerContext, dispatcher: Dispatcher) -> None:
@@ -175,28 +197,15 @@ def run_asyncio(ctx: WorkerContext, dispatcher: Dispatcher, concurrency: int) ->
     """Run up to ``concurrency`` trials at once on one event loop."""
 
     async def main() -> None:
-        buffer: list[TrialJob] = []
-        pending: dict[asyncio.Task[dict[str, Any]], TrialJob] = {}
-        while True:
-            while len(pending) < concurrency:
-                if not buffer:
-                    buffer = list(dispatcher.next_group() or [])
-                    if not buffer:
-                        break
-                job = buffer.pop(0)
-                pending[asyncio.ensure_future(execute_async(ctx, job))] = job
-            if not pending:
-                return
-            done, _ = await asyncio.wait(list(pending), return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: pending[t].index):
-                job = pending.pop(task)
-                try:
-                    out = task.result()
-                except Exception as exc:
-                    for other in pending:
-                        other.cancel()
-                    raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
-                dispatcher.done(job, out)
+        flight = _InFlight(dispatcher, concurrency)
+        try:
+            while flight.fill(lambda job: asyncio.ensure_future(execute_async(ctx, job))):
+                done, _ = await asyncio.wait(list(flight.pending), return_when=asyncio.FIRST_COMPLETED)
+                flight.settle(done)
+        except SweepAborted:
+            for other in flight.pending:
+                other.cancel()
+            raise
 
     asyncio.run(main())
 
@@ -222,7 +231,6 @@ def run_local(ctx: WorkerContext, dispatcher: Dispatcher, workers: int) -> None:
         _drive(
             lambda job: pool.submit(execute, ctx, job),
             lambda fs: cf.wait(fs, return_when=cf.FIRST_COMPLETED).done,
-            lambda fut: fut.result(),
             dispatcher,
             capacity=2 * workers,
         )
@@ -257,7 +265,6 @@ def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: 
         _drive(
             lambda job: client.submit(execute, ctx, job, key=f"simcore-{token}-{job.run_id}", pure=False),
             lambda fs: wait(fs, return_when="FIRST_COMPLETED").done,
-            lambda fut: fut.result(),
             dispatcher,
             capacity=2 * slots,
         )

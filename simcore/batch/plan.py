@@ -270,8 +270,6 @@ def check_buildable(plan: SweepPlan) -> None:
     Raises:
         ConfigError: naming the field and the grid cell.
     """
-    import mesa
-
     from simcore.runner import build_world
 
     stub = dataclasses.replace(plan.spec, name="stub")
@@ -281,9 +279,6 @@ def check_buildable(plan: SweepPlan) -> None:
             continue
         seen.add((job.cell, job.condition))
         try:
-            world = build_world(plan.scenario, job.config, job.seed, stub)
+            build_world(plan.scenario, job.config, job.seed, stub).release()
         except ConfigError as exc:
             raise ConfigError(f"{exc} (run {job.run_id})") from None
-        # A built world that never runs keeps an entry in Mesa's class-level id
-        # counter; drop it so validation does not leak worlds.
-        mesa.Agent._ids.pop(world, None)

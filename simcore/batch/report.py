@@ -237,6 +237,8 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
     # A bare Figure (no pyplot): no global backend switch in the caller's process.
     from matplotlib.figure import Figure
 
+    from simcore.plots import save_figure
+
     groups = summary["groups"]
     metrics = list(groups[0]["metrics"]) if groups else []
     varying = [name for name, values in plan.grid if len(values) > 1]
@@ -294,10 +296,7 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
         + (f" ({fixed})" if fixed else "")
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=110)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def format_summary(plan: SweepPlan, summary: Mapping[str, Any]) -> str:

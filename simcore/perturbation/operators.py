@@ -500,12 +500,13 @@ class Perturbation(Intervention):
                 if u == v or (graph is not None and not graph.has_edge(u, v)):
                     raise ConfigError(f"{FIELD}: remove_edge: {v} does not hear {u} in this topology")
 
-    def _acted(self, world: "World", before: int) -> None:
-        if self.point is None and sum(len(op.applied) for op in self.operators) > before:
-            self.point = {"t": world.now, "event": len(world.trace), "calls_before": self._requests}
-
     def _count(self) -> int:
         return sum(len(op.applied) for op in self.operators)
+
+    def _acted(self, world: "World", before: int) -> None:
+        # The first hook call in which any operator applied is the perturbation point.
+        if self.point is None and self._count() > before:
+            self.point = {"t": world.now, "event": len(world.trace), "calls_before": self._requests}
 
     def request(self, agent: "LLMAgent", request: LLMRequest, fields: Mapping[str, Any]) -> LLMRequest:
         before = self._count()
@@ -679,15 +680,6 @@ def operator_help() -> str:
         keys = [k if k != "field" else "field.NAME" for k in cls.selects] + list(cls.option_parsers)
         lines.append(f"  {name:<12} {cls.summary}\n  {'':<12} keys: {', '.join(keys) or 'none'}")
     return "\n".join(lines)
-
-
-def check_spec(value: Any) -> str | None:
-    """A :func:`simcore.config.param` check for SPEC fields."""
-    try:
-        parse_perturbation(value)
-    except ConfigError as exc:
-        return str(exc).split(": ", 1)[-1]
-    return None
 
 
 def parse_all(specs: Iterable[str]) -> list[str]:

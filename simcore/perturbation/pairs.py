@@ -72,14 +72,12 @@ def check_perturbations(scenario: Scenario, config: Config, seed: int, specs: It
     Raises:
         ConfigError: naming the operator and what is allowed.
     """
-    import mesa
-
     world = build_world(scenario, config, seed, BackendSpec())
     try:
         for spec in specs:
             parse_perturbation(spec).validate(world)
     finally:
-        mesa.Agent._ids.pop(world, None)
+        world.release()
 
 
 # -- backends ------------------------------------------------------------------

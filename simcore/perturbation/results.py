@@ -319,14 +319,6 @@ def _figure(n_rows: int, width: float = 8.5):
     return Figure(figsize=(width, 1.6 + 0.75 * max(1, n_rows)))
 
 
-def _save(fig: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    # "tight" keeps labels and a legend outside the axes inside the image.
-    fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    tmp.replace(path)
-
-
 def _jitter(n: int) -> np.ndarray:
     # Fixed offsets (no randomness): points of one row spread over +-0.18.
     return np.zeros(n) if n < 2 else np.linspace(-0.18, 0.18, n)
@@ -334,6 +326,8 @@ def _jitter(n: int) -> np.ndarray:
 
 def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     """Each pair's d_norm per perturbation (points, and a box from 5 pairs on), with the noise floor."""
+    from simcore.plots import save_figure
+
     specs = res.perturbations
     fig = _figure(len(specs))
     ax = fig.subplots()
@@ -356,11 +350,13 @@ def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     ax.set_title(f"{res.definition.get('scenario')}: trace divergence per pair")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    _save(fig, path)
+    save_figure(fig, path, tight=True)
 
 
 def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     """Stacked bars: pairs per manifestation category, per perturbation."""
+    from simcore.plots import save_figure
+
     specs = res.perturbations
     fig = _figure(len(specs), width=8.5)
     ax = fig.subplots()
@@ -380,11 +376,13 @@ def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
               title="category", title_fontsize="small", labelspacing=0.9)
-    _save(fig, path)
+    save_figure(fig, path, tight=True)
 
 
 def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     """t*_norm of each diverged pair, and where the perturbation first acted (share of the baseline trace)."""
+    from simcore.plots import save_figure
+
     specs = res.perturbations
     fig = _figure(len(specs))
     ax = fig.subplots()
@@ -411,4 +409,4 @@ def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     ax.grid(axis="x", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
-    _save(fig, path)
+    save_figure(fig, path, tight=True)

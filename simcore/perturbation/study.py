@@ -29,7 +29,7 @@ import pandas as pd
 
 from backends.base import Backend
 from backends.pricing import usage_cost
-from backends.registry import BackendSpec, make_backend, price_table
+from backends.registry import BackendSpec, price_table
 from simcore.config import Config, ConfigError
 from simcore.divergence import CATEGORIES
 from simcore.perturbation.operators import parse_all
@@ -49,7 +49,7 @@ from simcore.perturbation.pairs import (
 )
 from simcore.perturbation.results import PerturbationResults, format_cell
 from simcore.records import check_run_id, new_run_id, staged_dir, write_json
-from simcore.runner import write_run
+from simcore.runner import close_backend, scenario_backend, write_run
 from simcore.scenario import Scenario
 
 MAX_PAIRS = 10_000
@@ -122,7 +122,7 @@ async def run_study_async(
     seeds = pair_seeds(seed, pairs)
     owned = None
     if backend is None:
-        owned = backend = make_backend(spec, scenario.behaviour(config) if scenario.behaviour else None)
+        owned = backend = scenario_backend(scenario, config, spec)
     views = StudyBackend(spec, backend)
     bar = None
     if progress:
@@ -140,8 +140,7 @@ async def run_study_async(
     finally:
         if bar is not None:
             bar.close()
-        if owned is not None and hasattr(owned, "aclose"):
-            await owned.aclose()
+        await close_backend(owned)
     wall = time.perf_counter() - start
     reruns = [r for seed_runs in runs for r in rerun_divergence(seed_runs)]
     noise = noise_summary(spec, reruns, noise_runs)
