@@ -54,8 +54,10 @@ class AcausalConfig(Config):
     )
     strategy_temperature: float = param(0.7, lo=0.0, hi=2.0, help="strategy agents' temperature")
     decision_temperature: float = param(0.3, lo=0.0, hi=2.0, help="decision subagents' temperature")
-    strategy_tokens: int = param(500, lo=16, hi=8192, help="strategy agents' max_output_tokens")
-    decision_tokens: int = param(50, lo=4, hi=8192, help="decision subagents' max_output_tokens")
+    # Chat models write before they answer: at the original 500 and 50, small real models cut
+    # a third of strategies and every decision without JSON mode (docs/real-models.md).
+    strategy_tokens: int = param(800, lo=16, hi=8192, help="strategy agents' max_output_tokens")
+    decision_tokens: int = param(200, lo=4, hi=8192, help="decision subagents' max_output_tokens")
     on_unparsed: str = param(
         "defect", choices=("defect", "cooperate"), help="move played when a decision cannot be parsed"
     )

@@ -50,7 +50,9 @@ class AuctionConfig(Config):
     )
     bid_noise_sd: float = param(0.05, lo=0.0, hi=1.0, help="sd of the Gaussian noise added to bids, USD")
     bid_window: float = param(
-        60.0, lo=1.0, hi=3600.0, help="simulated seconds from auction opening to the bid deadline"
+        120.0, lo=1.0, hi=3600.0,
+        help="simulated seconds from auction opening to the bid deadline (longer than the longest "
+        "assessment: 400 tokens at 4 a second)",
     )
     reward_correct: float = param(0.50, lo=0.0, hi=10.0, help="USD each agent earns when the group is right")
     no_majority: str = param(
@@ -58,10 +60,12 @@ class AuctionConfig(Config):
         help="when no option has a majority: plurality winner (seeded tie-break) or no decision",
     )
     charge_baselines: bool = param(False, help="also charge token costs in the two baselines")
-    assessment_tokens: int = param(160, lo=16, hi=4096, help="max tokens of a private assessment")
+    # Unpaid replies get room to finish (docs/real-models.md); the paid messages' budgets are
+    # part of the auction's economics and stay, with their short fields asked for first.
+    assessment_tokens: int = param(400, lo=16, hi=4096, help="max tokens of a private assessment")
     proposal_tokens: int = param(100, lo=16, hi=4096, help="max tokens of a proposal")
     critique_tokens: int = param(60, lo=16, hi=4096, help="max tokens of a critique or comment")
-    vote_tokens: int = param(24, lo=8, hi=1024, help="max tokens of a ballot")
+    vote_tokens: int = param(120, lo=8, hi=1024, help="max tokens of a ballot")
     speaking_rate: float = param(4.0, lo=0.1, hi=1000.0, help="tokens per simulated second")
     temperature: float = param(0.7, lo=0.0, hi=2.0, help="sampling temperature")
     topology: str = param("complete", check=check_with(validate_spec), help="who hears whom")

@@ -71,12 +71,16 @@ class Assessment:
 
 @dataclass(frozen=True, kw_only=True)
 class Proposal:
-    """A proposal: the argument, then the option argued for."""
+    """A proposal: the option argued for, then the argument.
+
+    A paid message's budget is part of the auction, so its short fields come first:
+    a reply cut at max_tokens still names its option (the argument is then left out).
+    """
 
     KIND: ClassVar[str] = "proposal"
-    argument: str | None = text("case", "proposal", required=False)
     option: str = option()
     confidence: float | None = confidence()
+    argument: str | None = text("case", "proposal", required=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,9 +89,9 @@ class Critique:
 
     KIND: ClassVar[str] = "critique"
     critique: bool = flag("speak", "comment", required=True)
-    text: str | None = text("critique text", "message", required=False)
     option: str | None = option(required=False)
     confidence: float | None = confidence()
+    text: str | None = text("critique text", "message", required=False)
 
     def __post_init__(self) -> None:
         if self.critique and self.option is None:
@@ -148,7 +152,7 @@ def proposal_prompt(v: Vignette, cfg: AuctionConfig, price: float = 0.0) -> str:
         setting = "Panelists propose one after another; you hear the earlier proposals."
     return (
         f"{v.render()}\n\n{setting} Make the case for one option to the panel. Reply with JSON: "
-        '{"argument": str, "option": letter, "confidence": number 0-1}'
+        '{"option": letter, "confidence": number 0-1, "argument": str}'
     )
 
 
@@ -165,8 +169,8 @@ def critique_prompt(v: Vignette, cfg: AuctionConfig, remaining: float = 0.0) -> 
         setting = "Open discussion: you may react to the proposals or make a counter-proposal."
     return (
         f"{v.render()}\n\n{setting} Reply with JSON: "
-        '{"critique": true or false, "text": str (empty when false), "option": letter you argue for, '
-        '"confidence": number 0-1}'
+        '{"critique": true or false, "option": letter you argue for, "confidence": number 0-1, '
+        '"text": str (empty when false)}'
     )
 
 

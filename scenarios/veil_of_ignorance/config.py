@@ -107,7 +107,9 @@ class VeilConfig(Config):
     default_model: str = param("", help="model of agents that name none; empty: --model")
     feedback_model: str = param("", help="model of the interviewer; empty: default_model")
     temperature: float = param(0.7, lo=0.0, hi=2.0, help="sampling temperature of agents that set none")
-    max_output_tokens: int = param(400, lo=32, hi=8192, help="completion budget per call")
+    max_output_tokens: int = param(
+        800, lo=32, hi=8192, help="completion budget per call (at 400, small real models cut a third of ratings)"
+    )
     max_rounds: int = param(5, lo=1, hi=100, help="most deliberation rounds")
     timeout_s: float = param(
         3600.0, lo=1.0, help="simulated seconds of deliberation after which no new round starts"
