@@ -13,7 +13,10 @@ hidden ``.<run-id>.*.tmp`` directory and renames it into place. Its ledger line 
 appended only after that. On resume, torn ledger lines and staging directories
 left by a crash are removed, run directories that lack a ledger line (a crash
 between the rename and the append) are read back, and only the trials with no
-run directory run again.
+run directory run again. Every ledger line and run directory is read through
+:mod:`simcore.readers`: a run directory that fails its check (a trace that is not
+the one its manifest records, a damaged results.json ...) is moved to
+``damaged/`` and its trial runs again, with a note saying so.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from backends.base import canonical_json
 from simcore.batch.plan import SweepPlan
 from simcore.batch.worker import outcome_from_run_dir
 from simcore.config import ConfigError
+from simcore.readers import DamagedFile, read_ledger_line, read_sweep_definition
 from simcore.records import (
     atomic_write,
     code_revision,
     package_versions,
-    read_json,
     utc_now,
     write_json,
 )
@@ -42,12 +45,16 @@ from simcore.records import (
 SWEEP_FILE = "sweep.json"
 LEDGER = "ledger.jsonl"
 LOCK = ".lock"
+DAMAGED = "damaged"
 
 
 def read_definition(path: str | Path) -> dict[str, Any] | None:
-    """The stored definition of the sweep in ``path``, or None if there is none."""
-    file = Path(path) / SWEEP_FILE
-    return read_json(file)["definition"] if file.is_file() else None
+    """The stored definition of the sweep in ``path``, or None if there is none.
+
+    Raises:
+        DamagedFile: when its ``sweep.json`` is damaged.
+    """
+    return read_sweep_definition(path)
 
 
 class SweepStore:
@@ -138,34 +145,64 @@ class SweepStore:
         by_run_id = {job.run_id: job for job in jobs}
         rewrite = False
         ledger = self.path / LEDGER
-        lines = ledger.read_text(encoding="utf-8").splitlines() if ledger.is_file() else []
-        for line in lines:
+        lines = ledger.read_text(encoding="utf-8", errors="replace").splitlines() if ledger.is_file() else []
+        dropped = 0
+        for n, line in enumerate(lines, 1):
             try:
-                row = json.loads(line)
+                row = read_ledger_line(line, f"{ledger}:{n}")
                 job = jobs[row["index"]]
                 valid = row["run_id"] == job.run_id and row["seed"] == job.seed
-            except (ValueError, KeyError, IndexError, TypeError):
+            except (DamagedFile, IndexError):
                 valid = False
             if not valid or row["index"] in self.finished:
                 rewrite = True  # a torn last line, or a line that is not this sweep's
+                dropped += not valid
                 continue
-            if row.get("run_dir") and not (self.path / row["run_dir"]).is_dir():
-                rewrite = True  # its run directory was removed: run it again
-                continue
+            if row.get("run_dir"):
+                run_dir = self.path / row["run_dir"]
+                if not run_dir.is_dir():
+                    rewrite = True  # its run directory was removed: run it again
+                    continue
+                try:
+                    checked = outcome_from_run_dir(job, run_dir)
+                    if row.get("trace_sha256") not in (None, checked["trace_sha256"]):
+                        raise DamagedFile(run_dir, "its trace is not the one its ledger line records")
+                except DamagedFile as exc:
+                    self._set_aside(run_dir, job.index, exc)
+                    rewrite = True
+                    continue
             self.finished[row["index"]] = row
+        if dropped:
+            self.notes.append(f"dropped {dropped} damaged or foreign ledger line(s)")
         recovered = 0
         if runs.is_dir():
             for entry in sorted(runs.iterdir()):
                 job = by_run_id.get(entry.name)
-                if job is None or job.index in self.finished or not (entry / "results.json").is_file():
+                if job is None or job.index in self.finished or not entry.is_dir():
                     continue
-                self.finished[job.index] = outcome_from_run_dir(job, entry)
+                try:
+                    self.finished[job.index] = outcome_from_run_dir(job, entry)
+                except DamagedFile as exc:
+                    self._set_aside(entry, job.index, exc)
+                    continue
                 recovered += 1
         if recovered:
             self.notes.append(f"recovered {recovered} finished trial(s) that had no ledger line")
         if rewrite or recovered:
             body = "".join(_line(self.finished[i]) for i in sorted(self.finished))
             atomic_write(ledger, body)
+
+    def _set_aside(self, run_dir: Path, index: int, exc: DamagedFile) -> None:
+        """Move a run directory that failed its check to ``damaged/`` so the trial runs again."""
+        dest = self.path / DAMAGED / run_dir.name
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.path / DAMAGED / f"{run_dir.name}.{n}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(run_dir, dest)
+        self.notes.append(f"trial {index} is damaged ({exc}); moved it to {dest.relative_to(self.path)} "
+                          "and will run it again")
 
     # -- while running ------------------------------------------------------
     def append(self, row: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from backends.base import canonical_json
 from backends.registry import BackendSpec
 from simcore.batch.plan import TrialJob
-from simcore.records import read_json
+from simcore.readers import DamagedFile, read_record, read_run
 from simcore.runner import TrialResult, run_trial, run_trial_async, write_run
 from simcore.scenario import Scenario
 
@@ -128,11 +128,19 @@ def crash_outcome(job: TrialJob, exc: BaseException, start: float) -> dict[str, 
 
 
 def outcome_from_run_dir(job: TrialJob, run_dir: Path) -> dict[str, Any]:
-    """Rebuild a finished trial's outcome from its run directory."""
-    results = read_json(run_dir / "results.json")
+    """Rebuild a finished trial's outcome from its run directory, checking it first.
+
+    Raises:
+        DamagedFile: when the run directory fails its check (:func:`simcore.readers.read_run`)
+            or is another trial's.
+    """
+    run = read_run(run_dir)
+    if run.manifest["run_id"] != job.run_id or run.manifest["seed"] != job.seed:
+        raise DamagedFile(run_dir / "manifest.json", f"run_id/seed: {run.manifest['run_id']}/"
+                          f"{run.manifest['seed']} is not trial {job.run_id}/{job.seed}")
     timings = run_dir / "timings.json"
-    wall = read_json(timings).get("wall_s") if timings.is_file() else None
-    return outcome(job, results, wall_s=wall, total_s=None)
+    wall = read_record(timings).get("wall_s") if timings.is_file() else None
+    return outcome(job, run.results, wall_s=wall if isinstance(wall, (int, float)) else None, total_s=None)
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
