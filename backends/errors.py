@@ -54,8 +54,8 @@ class DamagedFile(BackendConfigError):
 
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        self.problem = " ".join(problem.split())  # one line, whatever a library said
+        super().__init__(f"{self.path}: {self.problem}")
 
 
 class TransportError(BackendError):

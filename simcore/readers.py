@@ -16,7 +16,7 @@ results.json       :func:`read_results`                       ``files`` hash, sc
 a run directory    :func:`read_run`                           all three above
 cassette.sqlite    :func:`read_cassette`                      ``files`` hash, SQLite, schema
 embeddings.npz     :func:`read_embeddings`                    ``files`` hash, arrays
-other JSON files   :func:`read_record`                        ``files`` hash, top-level keys
+other JSON files   :func:`read_record`, :func:`read_jsonl`    ``files`` hash, top-level keys
 a ledger line      :func:`read_ledger_line`                   its schema
 sweep.json         :func:`read_sweep_definition`              its schema
 =================  =========================================  ==========================
@@ -49,6 +49,7 @@ __all__ = [
     "parse_json",
     "read_cassette",
     "read_embeddings",
+    "read_jsonl",
     "read_ledger_line",
     "read_manifest",
     "read_record",
@@ -195,6 +196,12 @@ def _check_hash(run_dir: Path, manifest: Mapping[str, Any] | None, name: str) ->
                                 f"that {MANIFEST} records")
 
 
+def _check_hash_beside(path: Path) -> None:
+    """Check a file against the manifest in its directory, if there is one."""
+    if path.name != MANIFEST and (path.parent / MANIFEST).is_file():
+        _check_hash(path.parent, read_manifest(path.parent), path.name)
+
+
 # -- run directories ----------------------------------------------------------------
 
 MANIFEST_SCHEMA: dict[str, Check] = {
@@ -270,15 +277,16 @@ def read_results(run_dir: str | Path, manifest: Mapping[str, Any]) -> dict[str, 
     return data
 
 
-def read_run(run_dir: str | Path) -> RunRecord:
-    """Check a whole run directory: manifest, trace and results.
+def read_run(run_dir: str | Path, *, trace: bool = True) -> RunRecord:
+    """Check a run directory: manifest, results and (unless ``trace`` is False) trace.
 
     Raises:
         DamagedFile: naming the first file that fails and what is wrong.
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    read_trace(run_dir, manifest)
+    if trace:
+        read_trace(run_dir, manifest)
     return RunRecord(run_dir, manifest, read_results(run_dir, manifest))
 
 
@@ -296,12 +304,26 @@ def read_record(path: str | Path, schema: Mapping[str, Check] | None = None) -> 
         DamagedFile: naming the file and what is wrong.
     """
     path = Path(path)
-    if (path.parent / MANIFEST).is_file() and path.name != MANIFEST:
-        _check_hash(path.parent, read_manifest(path.parent), path.name)
+    _check_hash_beside(path)
     data = _json_object(path)
     if schema:
         _check(path, data, schema)
     return data
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """A JSON-lines file of objects (``pairs.jsonl`` ...); blank lines are skipped.
+
+    Raises:
+        DamagedFile: naming the file, the line and what is wrong.
+    """
+    path = Path(path)
+    data = _read_bytes(path)
+    rows = []
+    for n, line in enumerate(data.splitlines(), 1):
+        if line.strip():
+            rows.append(_json_object(Path(f"{path}:{n}"), line))
+    return rows
 
 
 def read_cassette(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path | None:
@@ -325,10 +347,10 @@ def read_cassette(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path | No
     return path
 
 
-def read_embeddings(path: str | Path, manifest: Mapping[str, Any] | None = None) -> Any:
+def read_embeddings(path: str | Path) -> Any:
     """An ``embeddings.npz`` as an :class:`~simcore.embeddings.EmbeddingStore`.
 
-    Checks the hash (when ``manifest`` records one) and the arrays: ``keys`` of
+    Checks the hash (when a manifest beside it records one) and the arrays: ``keys`` of
     shape (n, 3) holding (phase, round, agent) with an integer round, and
     ``vectors`` of shape (n, 384), float32 and finite. Never unpickles.
 
@@ -340,7 +362,7 @@ def read_embeddings(path: str | Path, manifest: Mapping[str, Any] | None = None)
     from simcore.embeddings import DIM, EmbeddingStore
 
     path = Path(path)
-    _check_hash(path.parent, manifest, path.name)
+    _check_hash_beside(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             if set(data.files) != {"keys", "vectors"}:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from backends.errors import BackendConfigError
 from backends.registry import BACKENDS, BackendSpec
 from simcore.batch.executors import EXECUTORS, SweepAborted
 from simcore.batch.plan import SEED_SCOPES, parse_values
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out=out, resume=args.resume, budget_usd=args.budget_usd, fail_fast=args.fail_fast,
             progress=not args.no_progress, plot=not args.no_plot, echo=say,
         )
-    except ConfigError as exc:
+    except (ConfigError, BackendConfigError) as exc:  # BackendConfigError: a damaged file, too
         fail(str(exc))
     except KeyboardInterrupt:
         say(f"interrupted; finished trials are saved. Finish with: {PROG} {scenario.name} --resume --out {out}")
