@@ -67,7 +67,7 @@ PLOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png$")
 MAX_BODY = 64 * 1024  # bytes; every valid body is far smaller
 BODY_TIMEOUT_S = 10.0  # a body that takes longer to arrive gets 408
 MAX_QUEUE = 4  # experiments accepted at once (waiting or running); past it, 503
-GRACE_S = 3.0  # on shutdown, how long a running experiment may take to stop before it is killed
+GRACE_S = 2.0  # on shutdown, how long a running experiment may take to stop before it is killed
 
 
 @dataclass(frozen=True)
