@@ -321,7 +321,8 @@ async def test_a_group_summary_naming_a_foreign_path_is_a_damaged_record(server)
         "mode": "counterfactual", "experiment_id": "cf-x", "config": {"task": 0},
         "run_A_trial_ids": ["../../secret"], "run_B_trial_ids": ["b"]}))
     status, payload = await get(s, f"{base}/experiment/cf-x")
-    assert status == 500 and payload["field"] == "record" and "not a run id" in payload["error"]
+    assert status == 500 and payload["field"] == "record", payload
+    assert "context_corrosion/cf-x/summary.json: run_A_trial_ids: must be a non-empty list of run ids" in payload["error"]
 
 
 # -- a bounded queue, cancellation, shutdown ---------------------------------------------
