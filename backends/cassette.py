@@ -18,9 +18,10 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from backends.base import LLMRequest, LLMResponse, Usage
+from backends.errors import DamagedFile
 
 MODES = ("auto", "record", "replay")
 FORMAT = "simcore-cassette-1"
@@ -97,43 +98,69 @@ def _entry(scope: str, occurrence: int, request: LLMRequest, kind: str, body: di
 class Cassette:
     """A SQLite cassette file.
 
+    The file is checked before anything else touches it (:func:`check_cassette`),
+    so a damaged file, or one that is not a cassette, is reported and left as it
+    was. Read-only cassettes are opened with SQLite's ``mode=ro``. A file this
+    class creates runs in WAL mode while it records and is put back to a plain
+    single file when closed; an existing file keeps its own journal mode.
+
     Args:
         path: The file; created (with its directory) unless ``readonly``.
         readonly: Open for lookups only.
+
+    Raises:
+        FileNotFoundError: when ``readonly`` and the file does not exist.
+        DamagedFile: when the file exists and fails the check.
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
+        self.readonly = readonly
+        self._created = False
         if readonly:
             if not self.path.is_file():
                 raise FileNotFoundError(f"cassette: {str(self.path)!r} does not exist")
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            check_cassette(self.path)
+            self._db = _connect_readonly(self.path)
+            return
+        if self.path.exists():
+            check_cassette(self.path)  # read-only probe: a foreign file is never written to
+            self._db = sqlite3.connect(self.path)
+            wal = self._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path)
+            self._created = wal = True
             self._db.execute("PRAGMA journal_mode=WAL")
+        if wal:
             # Each response is committed as it arrives; in WAL mode NORMAL keeps that
             # safe against a crashed or killed run without an fsync per call.
             self._db.execute("PRAGMA synchronous=NORMAL")
+        if self._created:
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
             self._db.commit()
-        self.readonly = readonly
 
     def get(self, scope: str | None, digest: str, occurrence: int) -> Entry | None:
-        """The entry for a key; ``scope=None`` matches any scope (single-trial cassettes)."""
-        if scope is None:
-            row = self._db.execute(
-                "SELECT * FROM entries WHERE digest=? AND occurrence=? ORDER BY scope LIMIT 1",
-                (digest, occurrence),
-            ).fetchone()
-        else:
-            row = self._db.execute(
-                "SELECT * FROM entries WHERE scope=? AND digest=? AND occurrence=?", (scope, digest, occurrence)
-            ).fetchone()
-        if row is None:
-            return None
-        return Entry(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+        """The entry for a key; ``scope=None`` matches any scope (single-trial cassettes).
+
+        Raises:
+            DamagedFile: when the stored row cannot be read.
+        """
+        try:
+            if scope is None:
+                row = self._db.execute(
+                    "SELECT * FROM entries WHERE digest=? AND occurrence=? ORDER BY scope LIMIT 1",
+                    (digest, occurrence),
+                ).fetchone()
+            else:
+                row = self._db.execute(
+                    "SELECT * FROM entries WHERE scope=? AND digest=? AND occurrence=?",
+                    (scope, digest, occurrence),
+                ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise DamagedFile(self.path, f"not a readable cassette ({exc})") from None
+        return None if row is None else _entry_from_row(self.path, row)
 
     def put(self, entry: Entry) -> None:
         """Insert or replace one entry, durably."""
@@ -141,27 +168,135 @@ class Cassette:
 
     def put_many(self, entries: Iterable[Entry]) -> None:
         """Insert or replace entries in one transaction."""
-        rows = [
-            (e.scope, e.digest, e.occurrence, e.model, e.request, e.kind,
-             json.dumps(e.body, ensure_ascii=False, sort_keys=True))
-            for e in entries
-        ]
         with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", _rows(entries))
 
     def entries(self) -> list[Entry]:
-        """All entries, in key order."""
-        rows = self._db.execute("SELECT * FROM entries ORDER BY scope, digest, occurrence").fetchall()
-        return [Entry(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
+        """All entries, in key order.
+
+        Raises:
+            DamagedFile: when a stored row cannot be read.
+        """
+        try:
+            rows = self._db.execute("SELECT * FROM entries ORDER BY scope, digest, occurrence").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise DamagedFile(self.path, f"not a readable cassette ({exc})") from None
+        return [_entry_from_row(self.path, r) for r in rows]
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database (checkpointing the WAL into the main file)."""
+        """Close the database; a file this object created is left as one plain file."""
         if not self.readonly:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self._created:
+                self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.close()
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_COLUMNS = {
+    "meta": ("key", "value"),
+    "entries": ("scope", "digest", "occurrence", "model", "request", "kind", "body"),
+}
+
+
+def check_cassette(path: str | Path, *, deep: bool = False) -> None:
+    """Check that ``path`` is a readable simcore cassette, without modifying it.
+
+    Checks the SQLite header, the database's own consistency (``PRAGMA
+    quick_check``), the tables and columns, and the format stamp; with ``deep``,
+    every entry as well.
+
+    Raises:
+        DamagedFile: naming the file and what is wrong.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise DamagedFile(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not head:
+        raise DamagedFile(path, "is empty, not a simcore cassette")
+    if head != SQLITE_MAGIC:
+        raise DamagedFile(path, "is not an SQLite database, so not a simcore cassette")
+    try:
+        db = _connect_readonly(path)
+    except sqlite3.Error as exc:
+        raise DamagedFile(path, f"cannot be opened ({exc})") from None
+    try:
+        problems = [r[0] for r in db.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise DamagedFile(path, f"is damaged (SQLite: {problems[0]})")
+        for table, columns in _COLUMNS.items():
+            found = tuple(r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall())
+            if found != columns:
+                what = "has no table" if not found else f"has the wrong columns {list(found)} in table"
+                raise DamagedFile(path, f"is not a simcore cassette: {what} {table!r}")
+        row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        if row is None or row[0] != FORMAT:
+            got = "no format stamp" if row is None else f"format {row[0]!r}"
+            raise DamagedFile(path, f"is not a simcore cassette: {got}, expected {FORMAT!r}")
+        if deep:
+            for r in db.execute("SELECT * FROM entries"):
+                _entry_from_row(path, r)
+    except sqlite3.DatabaseError as exc:
+        raise DamagedFile(path, f"is damaged (SQLite: {exc})") from None
+    finally:
+        db.close()
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only, leaving no side files next to it.
+
+    A read-only connection to a WAL-mode file would create ``-wal`` and ``-shm``
+    files; when there is no pending write-ahead log, ``immutable=1`` reads the
+    file as it is instead.
+    """
+    uri = path.resolve().as_uri() + "?mode=ro"
+    with open(path, "rb") as fh:
+        header = fh.read(20)
+    wal_log = path.with_name(path.name + "-wal")
+    if header[18:19] == b"\x02" and not (wal_log.is_file() and wal_log.stat().st_size):
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _entry_from_row(path: Path, row: Sequence[Any]) -> Entry:
+    """An entry from a stored row, checked field by field."""
+    key = f"entry ({row[0]!r}, {str(row[1])[:16]}, {row[2]!r})"
+    try:
+        body = json.loads(row[6])
+    except (TypeError, ValueError, RecursionError):
+        raise DamagedFile(path, f"{key}: body is not JSON") from None
+    problem = None
+    if not (isinstance(row[0], str) and isinstance(row[1], str) and isinstance(row[2], int)
+            and isinstance(row[3], str) and isinstance(row[4], str)):
+        problem = "key, model or request has the wrong type"
+    elif row[5] not in ("response", "error") or not isinstance(body, dict):
+        problem = "kind must be 'response' or 'error' with an object body"
+    elif row[5] == "response":
+        usage, latency = body.get("usage"), body.get("latency_s", 0.0)
+        if not isinstance(body.get("text"), str) or "finish_reason" not in body or not (
+            usage is None or (isinstance(usage, list) and len(usage) == 2
+                              and all(isinstance(u, int) and not isinstance(u, bool) for u in usage))
+        ) or isinstance(latency, bool) or not isinstance(latency, (int, float)):
+            problem = "a response needs text (a string), finish_reason, usage (two integers or null)"
+    elif not (isinstance(body.get("type"), str) and isinstance(body.get("message"), str)):
+        problem = "an error needs type and message (strings)"
+    if problem:
+        raise DamagedFile(path, f"{key}: {problem}")
+    return Entry(row[0], row[1], row[2], row[3], row[4], row[5], body)
+
+
+def _rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
+    return [
+        (e.scope, e.digest, e.occurrence, e.model, e.request, e.kind,
+         json.dumps(e.body, ensure_ascii=False, sort_keys=True))
+        for e in entries
+    ]
 
 
 def write_cassette(path: str | Path, entries: Iterable[Entry]) -> None:
@@ -171,11 +306,7 @@ def write_cassette(path: str | Path, entries: Iterable[Entry]) -> None:
     try:
         db.executescript(_SCHEMA)
         db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
-        db.executemany(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(e.scope, e.digest, e.occurrence, e.model, e.request, e.kind,
-              json.dumps(e.body, ensure_ascii=False, sort_keys=True)) for e in entries],
-        )
+        db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", _rows(entries))
         db.commit()
     finally:
         db.close()

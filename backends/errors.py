@@ -19,6 +19,7 @@ __all__ = [
     "BadRequest",
     "BudgetExceeded",
     "CassetteMiss",
+    "DamagedFile",
     "HTTPStatusError",
     "MalformedResponse",
     "MissingAPIKey",
@@ -37,6 +38,24 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 
 class BackendConfigError(ValueError):
     """Bad backend settings: a one-line message naming the field and what is allowed."""
+
+
+class DamagedFile(BackendConfigError):
+    """A file read back (a run record, a cassette, ...) failed its hash or schema check.
+
+    Bad input like a bad setting, and reported the same way (one line, exit
+    status 2), so it derives from :class:`BackendConfigError`; every entry point
+    that reports bad backend input reports damaged files too.
+
+    Attributes:
+        path: The damaged file.
+        problem: What is wrong with it.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = " ".join(problem.split())  # one line, whatever a library said
+        super().__init__(f"{self.path}: {self.problem}")
 
 
 class TransportError(BackendError):

@@ -28,7 +28,6 @@ per Monte Carlo and metric) and ``plots/calibration.png``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import hashlib
@@ -315,7 +314,14 @@ def format_table(rows: Sequence[MetricCalibration]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m simcore.calibrate SCENARIO [flags]``."""
-    from simcore.cli import OneLineParser, add_config_args, fail, parse_seed, resolve_config, say
+    from simcore.cli import (
+        OneLineParser,
+        add_config_args,
+        fail,
+        parse_seed,
+        resolve_config,
+        say,
+    )
     from simcore.scenario import load_scenario
 
     argv = list(sys.argv[1:] if argv is None else argv)

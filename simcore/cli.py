@@ -20,9 +20,11 @@ import dataclasses
 import json
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, NoReturn, Sequence
 
+from backends.cassette import check_cassette
 from backends.errors import BackendConfigError
 from backends.registry import BACKENDS, BackendSpec, add_backend_args, spec_from_args
 from simcore.config import (
@@ -114,17 +116,35 @@ def parse_seed(value: Any) -> int:
 
 
 def load_config_file(path: str) -> dict[str, Any]:
-    """Read a YAML config file into a mapping."""
+    """Read a YAML config file into a mapping.
+
+    Raises:
+        ConfigError: one line naming the file, for a file that is missing,
+            unreadable, not UTF-8, empty, not YAML, not a mapping, or that repeats
+            a key (YAML would silently keep the last value).
+    """
     import yaml
 
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config: file {path!r} not found")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        text = p.read_bytes().decode("utf-8")
+        data = yaml.load(text, Loader=_unique_key_loader())
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config: {path!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+            first = f"{exc.problem or exc.context or first} (line {exc.problem_mark.line + 1})"
         raise ConfigError(f"config: invalid YAML in {path!r}: {first}") from None
+    except (ValueError, RecursionError) as exc:  # an over-long integer, nesting past the limit
+        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
+        raise ConfigError(f"config: invalid YAML in {path!r}: {problem}") from None
+    if data is None:
+        raise ConfigError(f"config: {path!r} is empty; give it field: value lines, or leave out --config")
     if not isinstance(data, dict):
         raise ConfigError(f"config: {path!r} must hold a mapping of field names to values")
     return data
@@ -155,6 +175,28 @@ def config_file(config_type: type[Config], value: str) -> str:
     return value
 
 
+@lru_cache(maxsize=1)
+def _unique_key_loader() -> type:
+    """A yaml SafeLoader that refuses a key given twice in one mapping (built on first use)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            if isinstance(node, yaml.MappingNode):
+                self.flatten_mapping(node)  # resolve "<<" merge keys first
+            seen: list[Any] = []
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.append(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def config_values(config_type: type[Config], args: argparse.Namespace,
                   base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Field values: ``base`` < ``--config`` file < flags (each flag coerced and checked).
@@ -178,11 +220,19 @@ def resolve_config(config_type: type[Config], args: argparse.Namespace) -> Confi
 
 
 def backend_spec(args: argparse.Namespace) -> BackendSpec:
-    """The backend spec the flags describe."""
+    """The backend spec the flags describe.
+
+    An existing ``--cassette`` is checked entry by entry here, before any work, so
+    that a damaged one is reported at once rather than halfway through a run.
+    """
     if args.backend not in BACKENDS:
         raise ConfigError(f"backend: must be one of {', '.join(BACKENDS)}; got {args.backend!r}")
     try:
-        return spec_from_args(args)
+        spec = spec_from_args(args)
+        cassette = spec.options.get("cassette")
+        if cassette is not None and Path(cassette).exists():
+            check_cassette(cassette, deep=True)
+        return spec
     except BackendConfigError as exc:
         raise ConfigError(str(exc)) from None
 

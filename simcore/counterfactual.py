@@ -31,7 +31,7 @@ import io
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from backends.registry import BackendSpec
 from simcore import quality, stats
@@ -139,6 +139,7 @@ async def run_arms_async(
     out: str | Path = "runs",
     progress: bool = True,
     group_id: str | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run both arms, write every trial and the group summary; return the summary.
 
@@ -152,6 +153,9 @@ async def run_arms_async(
         out: Output root.
         progress: Show a tqdm bar on stderr.
         group_id: Id of the group directory (generated if None).
+        cancelled: Asked before each trial starts and before it is written; once it
+            returns True, no trial starts or is written, and the call raises
+            ``asyncio.CancelledError`` (trials already written stay, each whole).
 
     Returns:
         The summary object (also written to ``summary.json``).
@@ -187,8 +191,16 @@ async def run_arms_async(
         bar.update(1)  # from the writer thread: the loop may be busy analysing other trials
         return path.name
 
+    def check() -> None:
+        # Trials of a stub run may never yield to the loop, so a task cancel would
+        # land only after all of them; this check stops the run between trials.
+        if cancelled is not None and cancelled():
+            raise asyncio.CancelledError
+
     async def one(arm: str, cfg: Config, i: int, s: int) -> tuple[TrialResult, str]:
+        check()
         trial = await run_trial_async(scenario, cfg, s, spec, shared)
+        check()
         rid = await loop.run_in_executor(writer, write, trial, run_id(arm, i))
         # The run is on disk and the summary needs only its results: drop the world,
         # or a long Monte Carlo holds every trial's world until the end.
@@ -234,7 +246,9 @@ def write_summary(
     res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
     compare = scenario.compare or generic_compare
     comparison = compare(res["A"], res["B"]) if ok else {"difference_summary": {}}
-    from simcore.calibrate import annotate  # metrics that calibration found confounded under the null
+    from simcore.calibrate import (
+        annotate,  # metrics that calibration found confounded under the null
+    )
 
     annotate(scenario, comparison.get("difference_summary", {}))
     summary: dict[str, Any] = {

@@ -148,9 +148,11 @@ class EmbeddingStore:
 
     @classmethod
     def load(cls, path: str | Path) -> "EmbeddingStore":
-        """Inverse of :meth:`save`."""
-        store = cls()
-        with np.load(path) as data:
-            for (p, r, a), v in zip(data["keys"], data["vectors"]):
-                store._vectors[(str(p), int(r), str(a))] = v
-        return store
+        """Inverse of :meth:`save`, through the checked reader :func:`simcore.readers.read_embeddings`.
+
+        Raises:
+            DamagedFile: when the file is not what :meth:`save` writes.
+        """
+        from simcore.readers import read_embeddings
+
+        return read_embeddings(path)

@@ -44,9 +44,9 @@ from backends.base import (
     estimate_tokens,
 )
 from simcore.messages import Board
-from simcore.rng import Streams
 from simcore.quality import ParseQuality
 from simcore.reading import Reading, read_reply
+from simcore.rng import Streams
 from simcore.schema import reply_kind
 from simcore.trace import Trace
 

@@ -55,7 +55,10 @@ def write_json(path: str | Path, value: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file."""
+    """Read a JSON file as it is, unchecked (tests and one-off tools).
+
+    simcore itself reads its files back through :mod:`simcore.readers`, which checks them.
+    """
     return json.loads(Path(path).read_text())
 
 

@@ -6,6 +6,10 @@ run on a real backend is answered from its ``cassette.sqlite``, offline and
 without a key. The new trace is compared line by line with
 the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
 first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
+
+Every file is read through :mod:`simcore.readers` and checked before the run
+starts: a recorded trace whose sha256 is not the one its manifest records is
+reported as damaged (exit 2), never as a replay that differs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Sequence
 from backends.registry import BackendSpec, replay_backend
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
-from simcore.records import read_json
+from simcore.readers import DamagedFile, read_cassette, read_manifest, read_trace
 from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
 from simcore.trace import first_difference
@@ -53,27 +57,38 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
 
     Raises:
         ConfigError: when the directory is not a run directory.
+        DamagedFile: when a file the replay needs fails its check (the recorded
+            trace above all: its sha256 must be the one the manifest records).
     """
     run_dir = Path(run_dir)
-    manifest_path, trace_path = run_dir / "manifest.json", run_dir / "trace.jsonl"
-    if not manifest_path.is_file() or not trace_path.is_file():
-        raise ConfigError(f"run_dir: {str(run_dir)!r} has no manifest.json and trace.jsonl")
-    manifest = read_json(manifest_path)
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise ConfigError(f"run_dir: {str(run_dir)!r} is not a run directory (it has no manifest.json)")
+    # Check every file the replay trusts before running anything: a damaged
+    # recorded trace must not be reported as a replay that differs.
+    manifest = read_manifest(run_dir)
+    recorded_bytes = read_trace(run_dir, manifest)
+    read_cassette(run_dir, manifest)
     scenario = load_scenario(manifest["scenario"])
-    config = scenario.config_type.from_mapping(manifest["config"])
+    try:
+        config = scenario.config_type.from_mapping(manifest["config"])
+    except ConfigError as exc:
+        raise DamagedFile(manifest_path, f"config.{exc}") from None
     spec = BackendSpec.from_dict(manifest["backend"])
     behaviour = scenario.behaviour(config) if scenario.behaviour else None
     intervention = None
     if manifest.get("perturbation") is not None:
         from simcore.perturbation import parse_perturbation
 
-        intervention = parse_perturbation(manifest["perturbation"])
+        try:
+            intervention = parse_perturbation(manifest["perturbation"])
+        except ValueError as exc:
+            raise DamagedFile(manifest_path, f"perturbation: {exc}") from None
     backend = replay_backend(spec, run_dir, behaviour)
     try:
-        trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend, intervention)
+        trial = await run_trial_async(scenario, config, manifest["seed"], spec, backend, intervention)
     finally:
         await close_backend(backend)
-    recorded_bytes = trace_path.read_bytes()
     replayed_text = trial.trace.to_jsonl()
     recorded_sha = hashlib.sha256(recorded_bytes).hexdigest()
     replayed_sha = hashlib.sha256(replayed_text.encode()).hexdigest()
@@ -100,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         result = asyncio.run(replay_async(args.run_dir))
-    except (ConfigError, ValueError, KeyError, json.JSONDecodeError) as exc:
+    except DamagedFile as exc:
+        fail(f"cannot replay: the recorded run is damaged: {exc}")
+    except (ConfigError, ValueError) as exc:
         fail(f"cannot replay {args.run_dir}: {exc}")
     if args.json:
         print(json.dumps(result.__dict__, indent=2))

@@ -4,7 +4,8 @@
 :func:`write_run` turns the outcome into a run directory:
 
 - ``manifest.json``: scenario, resolved config, seed, backend spec, package
-  versions, code revision, trace hash;
+  versions, code revision, trace hash, and the sha256 of every other file
+  (``files``), which :mod:`simcore.readers` checks when the run is read back;
 - ``trace.jsonl``: every event, byte-identical for the same seed and responses;
 - ``results.json``: status, metrics and usage;
 - ``timings.json``: wall-clock figures and backend counters, which replay ignores;
@@ -27,9 +28,16 @@ from typing import Any
 
 from backends.base import Backend, canonical_json
 from backends.pricing import usage_cost
-from backends.registry import CASSETTE_FILE, BackendSpec, make_backend, price_table, reask_settings
+from backends.registry import (
+    CASSETTE_FILE,
+    BackendSpec,
+    make_backend,
+    price_table,
+    reask_settings,
+)
 from simcore.config import Config
 from simcore.kernel import Intervention, World
+from simcore.readers import file_sha256
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -214,6 +222,12 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
     return out
 
 
+def file_hashes(run_dir: Path) -> dict[str, str]:
+    """sha256 of every file under ``run_dir`` but the manifest, by relative path."""
+    files = (p.relative_to(run_dir).as_posix() for p in sorted(run_dir.rglob("*")) if p.is_file())
+    return {rel: file_sha256(run_dir / rel) for rel in files if rel != "manifest.json"}
+
+
 def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) -> Path:
     """Write ``trial`` to ``out/<scenario>/<run-id>/`` atomically; return the directory."""
     run_id = check_run_id(run_id or new_run_id(trial.seed))
@@ -229,12 +243,13 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
                 results.update(trial.scenario.write_artifacts(stage, trial.world, trial.config, results) or {})
             except Exception as exc:  # noqa: BLE001 - a failed plot must not lose the run
                 results["artifact_error"] = f"{type(exc).__name__}: {exc}"
-        write_json(stage / "manifest.json", manifest(trial, run_id))
         write_json(stage / "results.json", results)
         timings = {"wall_s": trial.wall_s, "latency_s": trial.world.latency_s, "written_utc": utc_now()}
         backend_stats = getattr(trial.world.backend, "stats", None)
         if callable(backend_stats):
             timings["backend"] = backend_stats()
         write_json(stage / "timings.json", timings)
+        # Last, so that it can vouch for every other file (simcore.readers checks them).
+        write_json(stage / "manifest.json", {**manifest(trial, run_id), "files": file_hashes(stage)})
     trial.results = results
     return final

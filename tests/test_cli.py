@@ -72,6 +72,48 @@ def test_bad_config_files(tmp_path, content, needle):
     assert not (tmp_path / "runs").exists()
 
 
+BROKEN_CONFIGS = [
+    (b"rounds: 1\nrounds: 2\n", "duplicate key 'rounds' (line 2)"),
+    (b"memory:\n  kind: full\n  kind: recent\n", "duplicate key 'kind' (line 3)"),
+    (b"", "is empty"),
+    (b"# nothing but a comment\n", "is empty"),
+    (b"rounds: 1\n\xff\xfe\n", "is not UTF-8 text (byte 10)"),
+    ("task: 1\n".encode("utf-16"), "is not UTF-8 text (byte 0)"),
+    (b"rounds: " + b"9" * 5000 + b"\n", "invalid YAML"),
+    (b"[" * 5000, "invalid YAML"),
+]
+
+
+@pytest.mark.parametrize("content, needle", BROKEN_CONFIGS)
+@pytest.mark.parametrize("command", ["scenario", "batch"])
+def test_broken_config_files_are_one_line_naming_the_file(tmp_path, capsys, content, needle, command):
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.batch.__main__ import main as batch_main
+    from simcore.cli import main as scenario_main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(content)
+    out = tmp_path / "runs"
+    with pytest.raises(SystemExit) as exc:
+        if command == "scenario":
+            scenario_main(SCENARIO, ["--config", str(cfg), "--out", str(out)])
+        else:
+            batch_main(["context_corrosion", "--trials", "1", "--config", str(cfg), "--out", str(out)])
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: config: ") and str(cfg) in lines[0], lines
+    assert needle in lines[0]
+    assert not out.exists() and cfg.read_bytes() == content
+
+
+def test_a_non_utf8_config_file_exits_2_from_the_command_line(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(b"rounds: 1\n# caf\xe9\n")
+    res = run_cli("--config", str(cfg), "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"error: config: {str(cfg)!r} is not UTF-8 text (byte 15); save it as UTF-8\n"
+
+
 def test_json_output_is_only_json(tmp_path):
     res = run_cli("--rounds", "1", "--no-metrics", "--json", "--out", str(tmp_path), cwd=tmp_path)
     assert res.returncode == 0

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scenarios.context_corrosion.api import EXPERIMENT_FIELDS, make_app, parse_body
 from simcore.config import ConfigError
@@ -199,7 +202,239 @@ async def test_run_monte_carlo_and_server_stays_responsive(server):
         assert r.status == 200 and r.content_type == "image/png"
 
 
-def test_serve_command_binds_localhost_and_stops_on_sigterm(tmp_path):
+# -- hostile requests ---------------------------------------------------------------
+
+HOSTILE = [
+    (b"[" * 60_000, "nested too deeply"),
+    (b'{"seed": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nested too deeply"),
+    (b'{"seed": ' + b"9" * 5000 + b"}", "Exceeds the limit"),
+    (b"9" * 5000, "Exceeds the limit"),
+    (b'{"seed": 1, "seed": 2}', "duplicate key 'seed'"),
+    (b'{"rounds": 1, "task_id": "\xff"}', "not UTF-8"),
+    (b'\xef\xbb\xbf{"rounds": 1}', "malformed JSON"),  # a byte-order mark
+    (b"null", "got NoneType"),
+    (b'"run"', "got str"),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("body", "problem"), HOSTILE)
+@pytest.mark.parametrize("path", ["/run-experiment", "/run-monte-carlo"])
+async def test_hostile_bodies_get_400_naming_the_problem(server, path, body, problem):
+    base, s, out = server
+    status, payload = await post(s, base + path, body)
+    assert status == 400, payload
+    assert payload["field"] == "body" and problem in payload["error"]
+    assert not (out / "context_corrosion").exists()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("body", "field"), [
+    ({"seed": 10**30}, "seed"),
+    ({"seed": 1.5}, "seed"),
+    ({"temperature": 1e400}, "temperature"),
+    ({"rounds": [1]}, "rounds"),
+    ({"rounds": {"n": 1}}, "rounds"),
+    ({"biased_dominant": None}, "biased_dominant"),
+    ({"n_trials": True}, "n_trials"),
+])
+async def test_wrong_types_get_400_naming_the_field(server, body, field):
+    base, s, _ = server
+    path = "/run-monte-carlo" if field == "n_trials" else "/run-experiment"
+    data = json.dumps(body).replace("Infinity", "1e400")
+    status, payload = await post(s, base + path, data)
+    assert status == 400 and payload["field"] == field, payload
+
+
+@pytest.mark.asyncio
+async def test_an_oversized_body_gets_413(server):
+    base, s, out = server
+    status, payload = await post(s, f"{base}/run-experiment", b'{"seed": 1, "pad": "' + b"x" * 70_000 + b'"}')
+    assert status == 413 and payload["field"] == "body" and "65536" in payload["error"]
+
+
+@pytest.mark.asyncio
+async def test_a_slow_body_gets_408_and_the_server_keeps_answering(server, monkeypatch):
+    import scenarios.context_corrosion.api as api
+
+    monkeypatch.setattr(api, "BODY_TIMEOUT_S", 0.5)
+    base, s, _ = server
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /run-experiment HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{\"se")
+    await writer.drain()
+    t = time.perf_counter()
+    assert (await get(s, f"{base}/health"))[0] == 200 and time.perf_counter() - t < 0.1
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 408")
+    writer.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
+                     st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                                  lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+                                      st.sampled_from(list(EXPERIMENT_FIELDS) + ["x"]), kids, max_size=4),
+                                  max_leaves=8).map(lambda v: json.dumps(v).encode())))
+def test_parse_body_accepts_or_names_the_problem(raw):
+    try:
+        body = parse_body(raw, EXPERIMENT_FIELDS)
+    except ConfigError as exc:
+        field = str(exc).split(":", 1)[0]
+        assert field in (*EXPERIMENT_FIELDS, "body", "x") and "\n" not in str(exc)
+    else:
+        assert set(body) == set(EXPERIMENT_FIELDS)
+
+
+# -- damaged records --------------------------------------------------------------
+
+async def _stored_run(out: Path, seed: int = 3) -> Path:
+    from scenarios.context_corrosion import SCENARIO
+    from scenarios.context_corrosion.config import CorrosionConfig
+    from simcore.runner import run_trial_async, write_run
+
+    trial = await run_trial_async(SCENARIO, CorrosionConfig(rounds=1, n_peers=2, metrics=False), seed)
+    return write_run(trial, out)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("name", "content"), [
+    ("experiment.json", b'{"replies": ['),
+    ("experiment.json", b""),
+    ("experiment.json", b'{"seed": 3}'),  # valid JSON, but not what the run wrote
+])
+async def test_a_damaged_record_is_a_500_that_names_it_never_a_bad_id(server, name, content):
+    base, s, out = server
+    run_dir = await _stored_run(out)
+    eid = run_dir.name
+    assert (await get(s, f"{base}/experiment/{eid}"))[0] == 200
+    (run_dir / name).write_bytes(content)
+    status, payload = await get(s, f"{base}/experiment/{eid}")
+    assert status == 500, payload
+    assert payload["field"] == "record" and "experiment_id" not in payload["error"]
+    assert f"context_corrosion/{eid}/{name}" in payload["error"] and "damaged" in payload["error"]
+    assert str(out) not in payload["error"]  # no server paths
+
+
+@pytest.mark.asyncio
+async def test_a_group_summary_naming_a_foreign_path_is_a_damaged_record(server):
+    base, s, out = server
+    group = out / "context_corrosion" / "cf-x"
+    group.mkdir(parents=True)
+    (group / "summary.json").write_text(json.dumps({
+        "mode": "counterfactual", "experiment_id": "cf-x", "config": {"task": 0},
+        "run_A_trial_ids": ["../../secret"], "run_B_trial_ids": ["b"]}))
+    status, payload = await get(s, f"{base}/experiment/cf-x")
+    assert status == 500 and payload["field"] == "record", payload
+    assert "context_corrosion/cf-x/summary.json: run_A_trial_ids: must be a non-empty list of run ids" in payload["error"]
+
+
+# -- a bounded queue, cancellation, shutdown ---------------------------------------------
+
+class LoopThread:
+    """An event loop on a thread of its own (so that a client's load is not the server's)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+async def _until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return predicate()
+
+
+def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_stays_fast(tmp_path):
+    from scenarios.context_corrosion.api import SERVICE
+
+    server, prober = LoopThread(), LoopThread()
+    app = make_app(tmp_path, max_queue=2)
+    service = app[SERVICE]
+    runner = web.AppRunner(app)
+
+    async def start() -> str:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+    base = server.run(start())
+    latencies: list[float] = []
+    probing = threading.Event()
+    probing.set()
+
+    async def probe_health() -> None:  # on its own thread and loop, like another client
+        async with aiohttp.ClientSession() as s:
+            while probing.is_set():
+                t = time.perf_counter()
+                async with s.get(f"{base}/health") as r:
+                    assert r.status == 200
+                latencies.append(time.perf_counter() - t)
+                await asyncio.sleep(0.01)
+
+    long_job = {"n_trials": 20, "rounds": 1}
+
+    async def flood() -> tuple[list, list[str]]:
+        clients = [aiohttp.ClientSession() for _ in range(2)]
+        accepted = [asyncio.create_task(c.post(f"{base}/run-monte-carlo", json=long_job)) for c in clients]
+        assert await _until(lambda: service.pending == 2 and service.running is not None, 20)
+        prober_done = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(probe_health(), prober.loop))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+
+            async def one():
+                async with s.post(f"{base}/run-monte-carlo", json=long_job) as r:
+                    return r.status, r.headers.get("Retry-After"), await r.json()
+
+            answers = await asyncio.gather(*(one() for _ in range(200)))
+        assert service.pending == 2  # the queue never grew past its bound
+        # The clients hang up: the queued experiment never starts, the running one stops.
+        for task in accepted:
+            task.cancel()
+        for c in clients:
+            await c.close()
+        assert await _until(lambda: service.pending == 0 and service.running is None, 30)
+        root = tmp_path / "context_corrosion"
+        written = sorted(p.name for p in root.iterdir()) if root.exists() else []
+        await asyncio.sleep(1.0)
+        probing.clear()
+        await prober_done
+        return answers, written
+
+    try:
+        answers, written = asyncio.run(flood())
+        root = tmp_path / "context_corrosion"
+        assert (sorted(p.name for p in root.iterdir()) if root.exists() else []) == written  # nothing more
+    finally:
+        probing.clear()
+        server.run(runner.cleanup())
+        server.close()
+        prober.close()
+    assert {a[0] for a in answers} == {503}
+    assert all(a[1] is not None and int(a[1]) >= 1 for a in answers)
+    assert all(a[2]["field"] == "server" and "busy" in a[2]["error"] for a in answers)
+    assert len(latencies) > 20 and max(latencies) < 0.1, max(latencies)
+    # at most the trials in flight when the clients left were written; no staging left
+    assert len(written) <= 4 and all(n.startswith("mc-") for n in written), written
+
+
+def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only_whole_runs(tmp_path):
+    from simcore.readers import read_run
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "scenarios.context_corrosion", "serve", "--port", "0", "--out", str(tmp_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -209,14 +444,34 @@ def test_serve_command_binds_localhost_and_stops_on_sigterm(tmp_path):
         assert line.startswith("context_corrosion API on http://127.0.0.1:"), line + proc.stderr.read()
         url = line.split()[3]
 
-        async def probe():
+        async def busy_then_term():
             async with aiohttp.ClientSession() as s:
-                return await get(s, f"{url}/health"), (await get(s, f"{url}/tasks"))[0]
+                assert await get(s, f"{url}/health") == (200, {"status": "ok"})
+                assert (await get(s, f"{url}/tasks"))[0] == 200
+                job = asyncio.create_task(s.post(f"{url}/run-monte-carlo", json={"n_trials": 20, "rounds": 1}))
+                root = tmp_path / "context_corrosion"
+                # wait until the Monte Carlo has written a trial, then stop it mid-way
+                assert await _until(lambda: root.is_dir() and any(not p.name.startswith(".")
+                                                                  for p in root.iterdir()), 120)
+                t = time.perf_counter()
+                proc.send_signal(signal.SIGTERM)
+                while proc.poll() is None and time.perf_counter() - t < 30:
+                    await asyncio.sleep(0.02)
+                took = time.perf_counter() - t
+                response = await job
+                return took, response.status
 
-        (status, body), tasks_status = asyncio.run(probe())
-        assert status == 200 and body == {"status": "ok"} and tasks_status == 200
+        took, status = asyncio.run(busy_then_term())
+        assert proc.returncode == 0 and took < 5.0, took
+        assert status == 503
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        if proc.poll() is None:
+            proc.kill()
+        stderr = proc.stderr.read()
         proc.stdout.close()
         proc.stderr.close()
+    assert "Traceback" not in stderr and "leaked" not in stderr, stderr
+    runs = list((tmp_path / "context_corrosion").iterdir())
+    assert runs and not [p for p in runs if p.name.startswith(".")]  # no staging directories
+    for run_dir in runs:
+        read_run(run_dir)  # every run directory is whole

@@ -29,7 +29,6 @@ from scenarios.llm_auction.behaviour import AuctionBehaviour, make_behaviour
 from scenarios.llm_auction.compare import main as compare_main
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig, agent_names
 from scenarios.llm_auction.experiment import Ballot
-from simcore.reading import read_reply
 from scenarios.llm_auction.vignettes import VIGNETTES
 from simcore.agents import LLMAgent
 from simcore.cli import main as cli_main
@@ -37,6 +36,7 @@ from simcore.config import ConfigError
 from simcore.counterfactual import compared_metrics
 from simcore.kernel import World
 from simcore.protocols import Bid, open_floor, resolve_auction, sealed_bid_auction
+from simcore.reading import read_reply
 from simcore.rng import Streams
 from simcore.runner import run_trial, run_trial_async, write_run
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.prose import clauses, complete_part, dialogue, money_mentions, negated, prepare, torn, words_to_number
+from simcore.prose import (
+    clauses,
+    complete_part,
+    dialogue,
+    money_mentions,
+    negated,
+    prepare,
+    torn,
+    words_to_number,
+)
 
 
 def test_negation_looks_back_within_the_clause_only():

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from simcore.quality import ParseQuality, columns, summary_lines, unreadable_share, warnings
+from simcore.quality import (
+    ParseQuality,
+    columns,
+    summary_lines,
+    unreadable_share,
+    warnings,
+)
 from simcore.reading import Reading
 
 JSON, LABEL = Reading(object(), "json"), Reading(object(), "label")

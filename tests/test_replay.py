@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,25 +40,48 @@ def test_replay_property(tmp_path_factory, seed, order):
     assert replay_main([str(run_dir)]) == 0
 
 
-def test_replay_detects_a_tampered_trace(tmp_path, capsys):
-    run_dir = record(tmp_path)
-    path = run_dir / "trace.jsonl"
-    lines = path.read_text().splitlines(keepends=True)
+def _rewrite_trace(run_dir: Path, lines: list[str], *, vouch: bool) -> None:
+    """Replace the recorded trace; with ``vouch``, make the manifest record the new one."""
+    text = "".join(lines)
+    (run_dir / "trace.jsonl").write_text(text)
+    if vouch:
+        path = run_dir / "manifest.json"
+        manifest = json.loads(path.read_text())
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        manifest["trace_sha256"] = manifest["files"]["trace.jsonl"] = digest
+        manifest["n_events"] = len(lines)
+        path.write_text(json.dumps(manifest))
+
+
+def _tampered(run_dir: Path) -> list[str]:
+    lines = (run_dir / "trace.jsonl").read_text().splitlines(keepends=True)
     event = json.loads(lines[7])
     event["t"] = event["t"] + 1.0
     lines[7] = json.dumps(event, sort_keys=True, separators=(",", ":")) + "\n"
-    path.write_text("".join(lines))
+    return lines
+
+
+def test_replay_detects_a_trace_that_its_manifest_vouches_for_but_does_not_replay(tmp_path, capsys):
+    run_dir = record(tmp_path)
+    _rewrite_trace(run_dir, _tampered(run_dir), vouch=True)
     assert replay_main([str(run_dir)]) == 1
     out = capsys.readouterr().out
-    assert "first difference at event 7" in out
+    assert "differs from recorded" in out and "first difference at event 7" in out
 
 
-def test_replay_detects_a_truncated_trace(tmp_path, capsys):
+@pytest.mark.parametrize("damage", ["edited", "truncated", "emptied"])
+def test_a_damaged_recorded_trace_is_reported_as_damaged_not_as_a_difference(tmp_path, capsys, damage):
     run_dir = record(tmp_path)
-    path = run_dir / "trace.jsonl"
-    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-3]))
-    assert replay_main([str(run_dir)]) == 1
-    assert "recorded: None" in capsys.readouterr().out
+    lines = (run_dir / "trace.jsonl").read_text().splitlines(keepends=True)
+    lines = {"edited": _tampered(run_dir), "truncated": lines[:-3], "emptied": []}[damage]
+    _rewrite_trace(run_dir, lines, vouch=False)
+    with pytest.raises(SystemExit) as exc:
+        replay_main([str(run_dir)])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "the recorded run is damaged" in captured.err and "trace.jsonl: damaged" in captured.err
+    assert f"{len(lines)} lines where manifest.json records" in captured.err
 
 
 def test_replay_cli_exit_codes(tmp_path):

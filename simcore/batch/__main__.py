@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trial_timeout_s=args.trial_timeout,
             progress=not args.no_progress, plot=not args.no_plot, echo=say,
         )
-    except ConfigError as exc:
+    except (ConfigError, BackendConfigError) as exc:  # BackendConfigError: a damaged file, too
         fail(str(exc))
     except KeyboardInterrupt:
         say(f"interrupted; finished trials are saved. Finish with: {finish_command(scenario.name, out)}")

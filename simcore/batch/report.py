@@ -29,7 +29,8 @@ from backends.base import canonical_json
 from simcore import quality, stats
 from simcore.batch.plan import NO_CONDITION, SweepPlan
 from simcore.batch.worker import FAILURE_KINDS, OTHER_KIND
-from simcore.records import atomic_write, read_json, write_json
+from simcore.readers import read_run
+from simcore.records import atomic_write, write_json
 from simcore.rng import derive_seed
 
 METRIC_PREFIX = "metric_"
@@ -199,8 +200,8 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
             if plan.scenario.compare is not None:
                 entry["method"] = "scenario"
                 try:
-                    res_a = [read_json(sweep_dir / d / "results.json") for d in a["run_dir"]]
-                    res_b = [read_json(sweep_dir / d / "results.json") for d in b["run_dir"]]
+                    res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
+                    res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
                     entry["result"] = plan.scenario.compare(res_a, res_b)
                 except Exception as exc:  # noqa: BLE001 - a failing statistic must not lose the sweep
                     entry["error"] = f"{type(exc).__name__}: {exc}"

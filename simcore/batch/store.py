@@ -19,7 +19,10 @@ On resume, torn ledger lines and staging directories left by a crash are removed
 run directories that lack a ledger line (a crash between the rename and the
 append) are read back, and the trials whose last attempt failed (unless
 ``keep_failed``) or that have no run directory run again. A trial that finished
-"ok" is never run again.
+"ok" is never run again. Every ledger line and run directory is read through
+:mod:`simcore.readers`: a run directory that fails its check (a trace that is not
+the one its manifest records, a damaged results.json ...) is moved to
+``damaged/`` and its trial runs again, with a note saying so.
 """
 
 from __future__ import annotations
@@ -37,11 +40,16 @@ from backends.registry import RUN_OPTIONS
 from simcore.batch.plan import SweepPlan
 from simcore.batch.worker import outcome_from_run_dir
 from simcore.config import ConfigError
+from simcore.readers import (
+    DamagedFile,
+    read_ledger_line,
+    read_record,
+    read_sweep_definition,
+)
 from simcore.records import (
     atomic_write,
     code_revision,
     package_versions,
-    read_json,
     utc_now,
     write_json,
 )
@@ -49,18 +57,22 @@ from simcore.records import (
 SWEEP_FILE = "sweep.json"
 LEDGER = "ledger.jsonl"
 LOCK = ".lock"
+DAMAGED = "damaged"
 
 
 def read_definition(path: str | Path) -> dict[str, Any] | None:
-    """The stored definition of the sweep in ``path``, or None if there is none."""
-    file = Path(path) / SWEEP_FILE
-    return read_json(file)["definition"] if file.is_file() else None
+    """The stored definition of the sweep in ``path``, or None if there is none.
+
+    Raises:
+        DamagedFile: when its ``sweep.json`` is damaged.
+    """
+    return read_sweep_definition(path)
 
 
 def read_backend_options(path: str | Path) -> dict[str, Any]:
     """The backend run options (limits, timeouts, retries ...) stored with the sweep in ``path``."""
     file = Path(path) / SWEEP_FILE
-    return dict(read_json(file).get("backend_options") or {}) if file.is_file() else {}
+    return dict(read_record(file).get("backend_options") or {}) if file.is_file() else {}
 
 
 class SweepStore:
@@ -162,20 +174,23 @@ class SweepStore:
         jobs = self.plan.jobs
         by_run_id = {job.run_id: job for job in jobs}
         ledger = self.path / LEDGER
-        lines = ledger.read_text(encoding="utf-8").splitlines() if ledger.is_file() else []
+        lines = ledger.read_text(encoding="utf-8", errors="replace").splitlines() if ledger.is_file() else []
         history: list[dict[str, Any]] = []
         last: dict[int, dict[str, Any]] = {}
-        for line in lines:
+        for n, line in enumerate(lines, 1):
             try:
-                row = json.loads(line)
+                row = read_ledger_line(line, f"{ledger}:{n}")
                 job = jobs[row["index"]]
                 valid = row["run_id"] == job.run_id and row["seed"] == job.seed
-            except (ValueError, KeyError, IndexError, TypeError):
+            except (DamagedFile, IndexError):
                 valid = False
             if valid:  # else a torn last line, or a line that is not this sweep's
                 history.append(row)
                 last[row["index"]] = row
-        rewrite = len(history) != len(lines)
+        dropped = len(lines) - len(history)
+        rewrite = dropped > 0
+        if dropped:
+            self.notes.append(f"dropped {dropped} damaged or foreign ledger line(s)")
         recovered: list[dict[str, Any]] = []
         for index, row in sorted(last.items()):
             run_dir = row.get("run_dir")
@@ -183,13 +198,25 @@ class SweepStore:
                 continue  # its run directory was removed (or set aside): run it again
             if row["status"] != "ok" and run_dir and _newer_run(self.path / run_dir, row):
                 continue  # a re-run finished but lost its ledger line: read back below
+            if run_dir:
+                try:
+                    checked = outcome_from_run_dir(jobs[index], self.path / run_dir)
+                    if row.get("trace_sha256") not in (None, checked["trace_sha256"]):
+                        raise DamagedFile(self.path / run_dir, "its trace is not the one its ledger line records")
+                except DamagedFile as exc:
+                    self._set_aside(self.path / run_dir, index, exc)
+                    continue
             self.finished[index] = row
         if runs.is_dir():
             for entry in sorted(runs.iterdir()):
                 job = by_run_id.get(entry.name)
-                if job is None or job.index in self.finished or not (entry / "results.json").is_file():
+                if job is None or job.index in self.finished or not entry.is_dir():
                     continue
-                row = outcome_from_run_dir(job, entry)
+                try:
+                    row = outcome_from_run_dir(job, entry)
+                except DamagedFile as exc:
+                    self._set_aside(entry, job.index, exc)
+                    continue
                 row["attempt"] = sum(1 for r in history if r["index"] == job.index) + 1
                 self.finished[job.index] = row
                 recovered.append(row)
@@ -205,6 +232,18 @@ class SweepStore:
             self.rerun = sorted(i for i, r in self.finished.items() if r["status"] != "ok")
             for index in self.rerun:
                 del self.finished[index]
+
+    def _set_aside(self, run_dir: Path, index: int, exc: DamagedFile) -> None:
+        """Move a run directory that failed its check to ``damaged/`` so the trial runs again."""
+        dest = self.path / DAMAGED / run_dir.name
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.path / DAMAGED / f"{run_dir.name}.{n}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(run_dir, dest)
+        self.notes.append(f"trial {index} is damaged ({exc}); moved it to {dest.relative_to(self.path)} "
+                          "and will run it again")
 
     # -- while running ------------------------------------------------------
     def append(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +278,7 @@ def _line(row: dict[str, Any]) -> str:
 def _newer_run(run_dir: Path, row: dict[str, Any]) -> bool:
     """Whether ``run_dir`` holds another attempt than the failed one ``row`` records."""
     try:
-        results = read_json(run_dir / "results.json")
-    except (OSError, ValueError):
+        results = read_record(run_dir / "results.json")
+    except DamagedFile:
         return False
     return results.get("status") == "ok" or results.get("trace_sha256") != row.get("trace_sha256")

@@ -51,7 +51,7 @@ from simcore import quality
 from simcore.basis import shares
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.plan import TrialJob
-from simcore.records import read_json
+from simcore.readers import DamagedFile, read_record, read_run
 from simcore.runner import TrialResult, run_trial_async, write_run
 from simcore.scenario import Scenario
 
@@ -237,9 +237,9 @@ def set_aside_failed_run(ctx: WorkerContext, job: TrialJob) -> Path | None:
     if not final.is_dir():
         return None
     try:
-        if read_json(final / "results.json").get("status") == "ok":
+        if read_record(final / "results.json").get("status") == "ok":
             return None  # finished meanwhile (an orphaned worker): record() reads it back
-    except (OSError, ValueError):
+    except DamagedFile:
         pass  # unreadable: not a finished trial either
     archive = Path(ctx.sweep_dir) / FAILED_DIR
     archive.mkdir(exist_ok=True)
@@ -339,11 +339,21 @@ def failed_outcome(ctx: WorkerContext, job: TrialJob, exc: BaseException, start:
 
 
 def outcome_from_run_dir(job: TrialJob, run_dir: Path) -> dict[str, Any]:
-    """Rebuild a finished trial's outcome from its run directory."""
-    results = read_json(run_dir / "results.json")
-    timings_file = run_dir / "timings.json"
-    timings = read_json(timings_file) if timings_file.is_file() else {}
-    return outcome(job, results, wall_s=timings.get("wall_s"), total_s=None, backend=timings.get("backend"))
+    """Rebuild a finished trial's outcome from its run directory, checking it first.
+
+    Raises:
+        DamagedFile: when the run directory fails its check (:func:`simcore.readers.read_run`)
+            or is another trial's.
+    """
+    run = read_run(run_dir)
+    if run.manifest["run_id"] != job.run_id or run.manifest["seed"] != job.seed:
+        raise DamagedFile(run_dir / "manifest.json", f"run_id/seed: {run.manifest['run_id']}/"
+                          f"{run.manifest['seed']} is not trial {job.run_id}/{job.seed}")
+    timings = run_dir / "timings.json"
+    timing = read_record(timings) if timings.is_file() else {}
+    wall = timing.get("wall_s")
+    return outcome(job, run.results, wall_s=wall if isinstance(wall, (int, float)) else None, total_s=None,
+                   backend=timing.get("backend"))
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ import pandas as pd
 from simcore import stats
 from simcore.divergence import CATEGORIES, GROUPS, manifestation_group
 from simcore.perturbation.pairs import UNAVAILABLE
-from simcore.records import atomic_write, read_json
+from simcore.readers import OBJECT, read_jsonl, read_manifest, read_record, read_run
+from simcore.records import atomic_write
 
 GROUP_ORDER = ("silent_corruption", "behavioral_detours", "combined_disruption", "no_observable_effect")
 # One hue family per group, so the bars read by group first and category second.
@@ -232,9 +233,9 @@ class PerturbationResults:
     def load(cls, study_dir: str | Path) -> "PerturbationResults":
         """Read a study directory written by :func:`simcore.perturbation.study.write_study`."""
         study_dir = Path(study_dir)
-        study = read_json(study_dir / "study.json")
-        rows = [json.loads(line) for line in (study_dir / "pairs.jsonl").read_text().splitlines() if line.strip()]
-        return cls(study["definition"], pd.DataFrame(rows), read_json(study_dir / "noise.json"))
+        study = read_record(study_dir / "study.json", {"definition": OBJECT})
+        rows = read_jsonl(study_dir / "pairs.jsonl")
+        return cls(study["definition"], pd.DataFrame(rows), read_record(study_dir / "noise.json"))
 
     @classmethod
     def from_sweep(cls, sweep_dir: str | Path) -> "PerturbationResults":
@@ -264,7 +265,7 @@ class PerturbationResults:
         ok = table[(table["status"] == "ok") & table["run_dir"].notna()]
         rows, reruns, runs_per_seed = [], [], 0
         for _, trial in ok.iterrows():
-            results = read_json(sweep_dir / trial["run_dir"] / "results.json")
+            results = read_run(sweep_dir / trial["run_dir"], trace=False).results
             if "pair" not in results:
                 raise ValueError(f"sweep: {sweep_dir} is not a sweep of perturbation.<scenario>")
             row = dict(results["pair"])
@@ -275,7 +276,7 @@ class PerturbationResults:
             runs_per_seed = results["noise"]["runs_per_seed"]
         if not rows:
             raise ValueError(f"sweep: {sweep_dir} has no finished perturbation pairs")
-        manifest = read_json(sweep_dir / ok["run_dir"].iloc[0] / "manifest.json")
+        manifest = read_manifest(sweep_dir / ok["run_dir"].iloc[0])
         noise = noise_summary(BackendSpec.from_dict(manifest["backend"]), reruns, runs_per_seed)
         df = pd.DataFrame(rows)
         df["noise_floor"] = noise["floor"]
