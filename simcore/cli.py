@@ -237,6 +237,23 @@ def backend_spec(args: argparse.Namespace) -> BackendSpec:
         raise ConfigError(str(exc)) from None
 
 
+def model_note(config: Config, args: argparse.Namespace) -> None:
+    """Say on stderr, before any call, which calls a config file sends to models other than ``--model``.
+
+    A config may name per-agent models (``named_models()``); they win over
+    ``--model``, which is right when the user meant them and must not happen silently.
+    """
+    named = getattr(config, "named_models", None)
+    given = getattr(args, "model", None)
+    if named is None or not given:
+        return
+    other = {who: m for who, m in named().items() if m != given}
+    if other:
+        listed = ", ".join(f"{who}={m}" for who, m in other.items())
+        print(f"note: the config names models for {listed}; --model {given} applies only to calls that "
+              "name none", file=sys.stderr)
+
+
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
@@ -285,6 +302,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
+        model_note(config, args)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
         trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
@@ -332,6 +350,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         n_trials = None if args.trials is None else parse_trials(args.trials)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
+        model_note(config, args)
         arms = arm_configs(scenario, config)
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
         if getattr(args, "estimate", False):

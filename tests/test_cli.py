@@ -147,3 +147,18 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     proc.stdout.close()  # the reader is gone before the run prints (like `| head` having exited)
     err = proc.stderr.read().decode()
     assert proc.wait() == 0 and "BrokenPipeError" not in err and "Traceback" not in err
+
+
+def test_a_config_naming_models_is_said_before_any_call_when_model_is_given(capsys):
+    """Per-agent models in a config file win over --model: never silently (issue 13, item 4)."""
+    from scenarios.veil_of_ignorance import SCENARIO
+    from simcore.cli import main as cli_main
+
+    assert cli_main(SCENARIO, ["--config", "default", "--model", "mine", "--estimate"]) == 0
+    err = capsys.readouterr().err
+    assert "note: the config names models for Agent_1=gpt-4.1-mini, Agent_2=gpt-4.1" in err
+    assert "--model mine applies only to calls that name none" in err
+    # Without --model, or with no model named in the config, there is nothing to say.
+    assert cli_main(SCENARIO, ["--config", "default", "--estimate"]) == 0
+    assert cli_main(SCENARIO, ["--model", "mine", "--estimate"]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -164,6 +164,13 @@ class VeilConfig(Config):
                 f"sum; got {list(self.class_weights)!r}"
             )
 
+    def named_models(self) -> dict[str, str]:
+        """The calls whose model the config names (who -> model); ``--model`` reaches only the others."""
+        named = {a.name: a.model for a in self.roster() if a.model}
+        if self.feedback_model or self.default_model:
+            named["interviewer"] = self.feedback_model or self.default_model
+        return named
+
     def roster(self) -> tuple[AgentSpec, ...]:
         """The deliberating agents, with every default filled in."""
         listed = list(self.agents[: self.n_agents])
