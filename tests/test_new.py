@@ -79,6 +79,12 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
     assert summary["n_ok"] == summary["n_planned"] == 8  # 2 cells x 2 arms (leader) x 2 trials
 
+    # Calibration under the scaffold's null: the planted effect is found under the default only.
+    cal = json.loads(box.run("python -m simcore.calibrate demo_study --trials 6 --monte-carlos 2 --json "
+                             "--no-progress --out cal", cwd=tmp_path).stdout)
+    assert cal["null"]["config"] == {"leader_pull": 0.2}
+    assert {m["metric"] for m in cal["metrics"]}, cal
+
     # The package's own tests pass, the planted effect included.
     box.run("python -m pytest -q -p no:cacheprovider", cwd=project)
     # The shared environment does not know the package.
