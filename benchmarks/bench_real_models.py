@@ -11,6 +11,11 @@ Writes ``benchmarks/results/real_models.json`` (and a Markdown table beside it).
 Slow: minutes per model on two cores. Run::
 
     python benchmarks/bench_real_models.py --models smollm2,qwen --json-modes on,off
+
+``--report BEFORE.json AFTER.json [AFTER2.json ...]`` runs nothing: it merges the
+runs of the AFTER files (runs split over several invocations) and writes, to
+``--out`` and its ``.md``, the before/after truncation table and the parse-quality
+table of the after runs.
 """
 
 from __future__ import annotations
@@ -90,6 +95,34 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cut_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], tuple[int, int]]:
+    """(scenario, phase, model, JSON mode) -> (first replies, cut at max_tokens)."""
+    acc: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        for phase, c in r["phases"].items():
+            a = acc[(r["scenario"], phase, r["model"], r["json_mode"])]
+            a[0] += c.get("replies", 0)
+            a[1] += c.get("truncated", 0)
+    return {k: (n, cut) for k, (n, cut) in acc.items()}
+
+
+def report(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """Markdown: truncation before and after, then how the after runs' replies were read."""
+    b, a = cut_shares(before), cut_shares(after)
+    fmt = lambda nc: f"{nc[1]}/{nc[0]} ({nc[1] / nc[0]:.0%})" if nc and nc[0] else "-"  # noqa: E731
+    lines = ["| scenario | phase | model | JSON mode | cut before | cut after |", "| --- | --- | --- | --- | --- | --- |"]
+    for key in sorted(set(b) | set(a)):
+        lines.append(f"| {' | '.join(key)} | {fmt(b.get(key))} | {fmt(a.get(key))} |")
+    lines += ["", "| scenario | model | JSON mode | reply kind | replies | JSON | label | prose | unreadable | "
+              "truncated | salvaged | re-asked |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(after, key=lambda r: (r["scenario"], r["model"], r["json_mode"])):
+        for kind, c in sorted(r["parse_quality"].items()):
+            counts = " | ".join(str(c.get(k, 0)) for k in ("replies", "json", "label", "prose", "unreadable",
+                                                           "truncated", "salvaged", "reasked"))
+            lines.append(f"| {r['scenario']} | {r['model']} | {r['json_mode']} | {kind} | {counts} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="smollm2,qwen", help="comma-separated: gemma, smollm2, qwen")
@@ -98,7 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="1", help="comma-separated random seeds")
     p.add_argument("--n-ctx", type=int, default=8192, help="the server's context window")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "real_models.json"))
+    p.add_argument("--report", nargs="+", metavar="FILE", help="BEFORE.json AFTER.json...: tables only, no runs")
     args = p.parse_args(argv)
+    if args.report:
+        if len(args.report) < 2:
+            p.error("--report: give BEFORE.json and at least one AFTER.json")
+        before = json.loads(Path(args.report[0]).read_text())["runs"]
+        after = [r for f in args.report[1:] for r in json.loads(Path(f).read_text())["runs"]]
+        write_json(Path(args.out), {"written": time.strftime("%Y-%m-%d"), "configs": CONFIGS, "runs": after,
+                                    "before": args.report[0], "complete": True})
+        Path(args.out).with_suffix(".md").write_text(report(before, after))
+        print(report(before, after))
+        return 0
     rows: list[dict[str, Any]] = []
     runs = ROOT / "runs" / "bench_real_models"
     runs.mkdir(parents=True, exist_ok=True)
