@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -427,7 +428,11 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_stays_fa
     assert {a[0] for a in answers} == {503}
     assert all(a[1] is not None and int(a[1]) >= 1 for a in answers)
     assert all(a[2]["field"] == "server" and "busy" in a[2]["error"] for a in answers)
-    assert len(latencies) > 20 and max(latencies) < 0.1, max(latencies)
+    # Health must never wait behind the flood or the running experiment (that would take
+    # seconds); a 2-core CI box under load adds scheduling jitter, so bound the typical
+    # answer tightly and the worst one loosely.
+    assert len(latencies) > 20, len(latencies)
+    assert statistics.median(latencies) < 0.05 and max(latencies) < 1.0, (statistics.median(latencies), max(latencies))
     # at most the trials in flight when the clients left were written; no staging left
     assert len(written) <= 4 and all(n.startswith("mc-") for n in written), written
 
