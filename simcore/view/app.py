@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from aiohttp import web
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
 from simcore.readers import (
     DamagedFile,
@@ -65,12 +65,12 @@ def _environment() -> Environment:
                       autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    env.filters["usd"] = lambda v: "-" if v is None else f"${v:.4f}"
+    env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
     return env
 
 
 def _num(v: Any, digits: int = 3) -> str:
-    if v is None:
+    if v is None or isinstance(v, Undefined):
         return "-"
     if isinstance(v, bool):
         return str(v).lower()
