@@ -434,7 +434,7 @@ def browser(tmp_path_factory):
                 "--window-size=1400,1000"):
         opts.add_argument(arg)
     driver = webdriver.Chrome(options=opts, service=Service(found[1]))
-    driver.shots = tmp_path_factory.mktemp("screenshots")
+    driver.shots = Path(os.environ.get("SIMCORE_VIEW_SHOTS") or tmp_path_factory.mktemp("screenshots"))
     yield driver
     driver.quit()
 

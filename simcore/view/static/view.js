@@ -57,7 +57,7 @@ function setUpTables() {
   }
   for (const input of document.querySelectorAll(".filter-text, select.filter")) {
     const table = document.getElementById(input.dataset.table);
-    if (table) input.addEventListener("input", () => filterTable(table));
+    if (table) for (const ev of ["input", "change"]) input.addEventListener(ev, () => filterTable(table));
   }
 }
 
