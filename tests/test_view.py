@@ -521,6 +521,6 @@ def test_browser_sweep_filters_by_grid_field(server, browser):
     browser.save_screenshot(str(browser.shots / "sweep.png"))
 
 
-def test_screenshots_dir_env_is_documented():
+def test_the_page_is_documented():
     doc = Path(__file__).resolve().parents[1] / "docs" / "view.md"
     assert doc.is_file() and "python -m simcore.view" in doc.read_text()
