@@ -159,9 +159,7 @@ def test_index_lists_every_kind_of_entry_and_the_damage(runs):
         assert ids[key] in html, key
     for kind in ("run", "montecarlo", "sweep", "study"):
         assert f'data-k-kind="{kind}"' in html
-    assert "37 lines" not in html  # (whatever the number) the damage message is the reader's:
-    assert re.search(r"cut-run/trace.jsonl: damaged: \d+ lines where manifest.json records \d+ events", html) is None
-    # The runs table does not hash every trace; the damaged trace shows on its page.
+    assert re.search(r"cut-run/trace.jsonl: damaged: \d+ lines where manifest.json records \d+ events", html)
     assert "leak-run" in html and "outside the runs directory" in html
     assert "secret-run" not in html and "SECRET" not in html
 
@@ -308,16 +306,30 @@ def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
     assert rows.count("<tr ") == 4
 
 
-def test_html_in_agent_text_is_escaped(runs, tmp_path):
-    from simcore.readers import read_manifest
-    from simcore.runner import write_run  # noqa: F401  (the run directory format)
+def test_html_in_agent_text_is_escaped(tmp_path):
+    import hashlib
 
-    root, ids = runs
-    src = root / ids["short"]
-    manifest = read_manifest(src)
-    assert manifest["n_events"] > 0
-    [(_, html)] = get(root, f"/run/{ids['short']}")
-    assert "<script>" not in html.split("</head>", 1)[1]
+    from simcore.records import write_json
+    from simcore.trace import Trace
+
+    trace = Trace()
+    trace.emit(0.0, "message", "<img src=x onerror=alert(1)>", {"phase": "<b>"},
+               {"text": "<script>alert('agent')</script>"})
+    data = trace.to_jsonl().encode()
+    run = tmp_path / "x" / "hostile"
+    run.mkdir(parents=True)
+    (run / "trace.jsonl").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    write_json(run / "results.json", {"status": "ok", "trace_sha256": sha, "n_events": 1,
+                                      "metrics": {"<i>m</i>": 1}})
+    write_json(run / "manifest.json", {
+        "scenario": "<u>s</u>", "run_id": "hostile", "seed": 1, "config": {}, "status": "ok",
+        "backend": {"name": "stub", "model": "stub"}, "trace_sha256": sha, "n_events": 1})
+    (_, page), (_, index) = get(tmp_path, "/run/x/hostile", "/")
+    for html in (page, index):
+        body = html.split("</head>", 1)[1]
+        assert "<script>alert" not in body and "<img" not in body and "<u>" not in body and "<i>m" not in body
+    assert "&lt;script&gt;alert(&#39;agent&#39;)&lt;/script&gt;" in page
 
 
 # -- replay --------------------------------------------------------------------------------------

@@ -34,10 +34,11 @@ from simcore.readers import (
     read_record,
     read_results,
     read_sweep_definition,
+    read_trace,
 )
 from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
 
-MARKERS = ("manifest.json", "results.json", "summary.json", "sweep.json", "ledger.jsonl", "study.json")
+MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json")
 KEY_METRICS = 4
 
 
@@ -169,6 +170,7 @@ def _run(path: Path, entry: Entry) -> None:
     if manifest.get("perturbation"):
         entry.note = f"perturbed: {manifest['perturbation']}"
     results = read_results(path, manifest)
+    read_trace(path, manifest)  # hashed once per change of the files (the summary is cached)
     entry.status = results["status"]
     entry.cost_usd = results.get("cost_usd")
     entry.parse = _parse_cell(results.get("parse_quality"))
