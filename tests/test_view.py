@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -536,3 +535,24 @@ def test_browser_sweep_filters_by_grid_field(server, browser):
 def test_the_page_is_documented():
     doc = Path(__file__).resolve().parents[1] / "docs" / "view.md"
     assert doc.is_file() and "python -m simcore.view" in doc.read_text()
+
+
+def test_timeline_flags_unreadable_reasked_and_failed_replies_and_pairs_them_with_calls():
+    from simcore.view.timeline import rows
+
+    f = {"phase": "p"}
+    events = [
+        {"seq": 0, "t": 0, "kind": "llm.call", "agent": "A", "fields": f, "payload": {"request": "a" * 16}},
+        {"seq": 1, "t": 0, "kind": "llm.call", "agent": "B", "fields": f, "payload": {"request": "b" * 16}},
+        {"seq": 2, "t": 1, "kind": "llm.reply", "agent": "B", "fields": f,
+         "payload": {"text": "??", "tokens": [10, 2], "read": "unreadable", "parse_error": True, "why": "no JSON"}},
+        {"seq": 3, "t": 1, "kind": "llm.error", "agent": "A", "fields": f,
+         "payload": {"error": "Timeout", "message": "took too long"}},
+        {"seq": 4, "t": 1, "kind": "llm.reply", "agent": "B", "fields": {**f, "reask": 1},
+         "payload": {"text": "{}", "tokens": [20, 3], "finish_reason": "length", "salvaged": True}},
+    ]
+    out = rows(events, None, lambda p, c: (p + c) / 1e6)
+    assert out[2]["request"] == "b" * 16 and out[3]["request"] == "a" * 16
+    assert [k for k, _ in out[2]["flags"]] == ["unreadable"] and out[2]["cost"] == 12 / 1e6
+    assert out[3]["flags"] == [("error", "Timeout: took too long")]
+    assert [k for k, _ in out[4]["flags"]] == ["salvaged", "truncated", "reask"] and out[4]["request"] is None

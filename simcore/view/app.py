@@ -22,6 +22,8 @@ file that fails its check is shown with the reader's message. Ids are checked by
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 import json
 import os
 import sys
@@ -34,7 +36,6 @@ from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
 from simcore.readers import (
     DamagedFile,
-    file_sha256,
     read_jsonl,
     read_manifest,
     read_record,
@@ -383,8 +384,6 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
     conds: list[str] = ["none"]
     trials = 1
     if definition is not None:
-        import itertools
-
         names = [g[0] for g in definition["grid"]]
         cells = [dict(zip(names, combo)) for combo in itertools.product(*(g[1] for g in definition["grid"]))]
         if definition.get("conditions"):
@@ -495,8 +494,6 @@ async def plot(request: web.Request) -> web.Response:
         if (path / "manifest.json").is_file():
             expected = (read_manifest(path).get("files") or {}).get(name)
             if expected is not None:
-                import hashlib
-
                 if hashlib.sha256(data).hexdigest() != expected:
                     raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
         return data
