@@ -6,7 +6,8 @@ register as divergence.
 
 - :func:`comparable_signatures`: a trace's signatures in the order they compare
   in: the replies of concurrent calls in the order the calls were made, unless
-  the protocol marked them as a race.
+  the protocol marked them as a race (:func:`comparison_order`: the same order,
+  as indices into the trace).
 - :func:`compare_signatures`: unit-cost Levenshtein distance, ``d_norm``, the
   alignment (Wagner-Fischer, backtracked from the end preferring match, then
   substitution, then insertion, then deletion), its counts, and ``t*``.
@@ -43,7 +44,13 @@ class _Batch:
 
 
 def comparable_signatures(events: Sequence[TraceEvent]) -> list[str]:
-    """The events' signatures in comparison order: concurrent replies as a set.
+    """The events' signatures in comparison order (see :func:`comparison_order`)."""
+    sigs = [e.signature for e in events]
+    return [sigs[j] for j in comparison_order(events)]
+
+
+def comparison_order(events: Sequence[TraceEvent]) -> list[int]:
+    """The events' indices in comparison order: concurrent replies as a set.
 
     Calls made at the same simulated instant before any of them is answered run
     concurrently (the kernel sends them together), and their replies arrive in
@@ -94,7 +101,7 @@ def comparable_signatures(events: Sequence[TraceEvent]) -> list[str]:
         for (_, slot, _), (_, first, last) in zip(batch.units, sorted(batch.units)):
             for offset, j in enumerate(range(first, last + 1)):
                 keys[j] = (slot, offset)
-    return [sigs[j] for j in sorted(range(len(events)), key=keys.__getitem__)]
+    return sorted(range(len(events)), key=keys.__getitem__)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,554 @@
+"""The run browser's web application (aiohttp, server-rendered pages).
+
+Routes (``ID`` is an entry's path relative to RUNS_DIR):
+
+=========================  ==================================================
+``GET /``                  the runs table (``/rows`` : its rows, for live updates)
+``GET /run/ID``            one run: transcript (paged), metrics, plots, manifest, events
+``GET /prompt/ID?request=``  the prompt of one call, from the run's cassette
+``POST /replay/ID``        run ``python -m simcore.replay`` on the run; JSON outcome
+``GET /compare?a=ID&b=ID`` two runs aligned as the divergence metric aligns them
+``GET /group/ID``          a Monte Carlo or counterfactual group
+``GET /sweep/ID``          a sweep (``/sweep-rows/ID``: its trials, for live updates)
+``GET /study/ID``          a perturbation study
+``GET /plot/ID?name=``     a PNG of an entry, checked against its manifest
+=========================  ==================================================
+
+Nothing here writes: every file is read through :mod:`simcore.readers`, and a
+file that fails its check is shown with the reader's message. Ids are checked by
+:mod:`simcore.view.paths`; anything that is not an entry of the right kind is 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp import web
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
+
+from simcore.readers import (
+    DamagedFile,
+    read_jsonl,
+    read_manifest,
+    read_record,
+    read_results,
+    read_sweep_definition,
+)
+from simcore.view import timeline
+from simcore.view.catalog import Catalog, kind_of, ledger_rows
+from simcore.view.paths import BadId, guard, inside, resolve_id, split_id
+from simcore.view.tracefile import open_trace
+
+PAGE_SIZE = 200
+MAX_PAGE_SIZE = 2000
+#: Largest product of two traces' lengths that /compare aligns (the alignment is quadratic).
+MAX_ALIGN_CELLS = 4_000_000
+REPLAY_TIMEOUT_S = 600
+STATIC = Path(__file__).with_name("static")
+ROOT_KEY = web.AppKey("root", Path)
+CATALOG_KEY = web.AppKey("catalog", Catalog)
+ENV_KEY = web.AppKey("env", Environment)
+REPLAY_LOCK_KEY = web.AppKey("replay_lock", asyncio.Lock)
+#: Header the replay button sends; a cross-site form cannot set it, so no other page can start a replay.
+REPLAY_HEADER = "X-Simcore-View"
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("simcore.view", "templates"),
+                      autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+    return env
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None or isinstance(v, Undefined):
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.2e}"
+    return str(v)
+
+
+def _render(request: web.Request, name: str, **context: Any) -> web.Response:
+    html = request.app[ENV_KEY].get_template(name).render(**context)
+    return web.Response(text=html, content_type="text/html")
+
+
+def _not_found(what: str) -> web.HTTPNotFound:
+    return web.HTTPNotFound(text=f"not found: {what}")
+
+
+def _entry_dir(request: web.Request, *kinds: str) -> tuple[str, Path]:
+    """The entry the URL names, of one of ``kinds``; 404 otherwise."""
+    eid = request.match_info["id"]
+    root = request.app[ROOT_KEY]
+    try:
+        path = resolve_id(root, eid)
+    except BadId as exc:
+        raise _not_found(str(exc)) from None
+    names = {p.name for p in path.iterdir()}
+    kind = kind_of(names)
+    if kind not in kinds:
+        raise _not_found(f"{eid!r} is not a {' or '.join(kinds)}")
+    return eid, path
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+# -- the runs table -------------------------------------------------------------------
+
+async def index(request: web.Request) -> web.Response:
+    entries = await _in_thread(request.app[CATALOG_KEY].scan)
+    kinds = sorted({e.kind for e in entries})
+    return _render(request, "index.html", entries=entries, kinds=kinds, root=str(request.app[ROOT_KEY]))
+
+
+async def index_rows(request: web.Request) -> web.Response:
+    entries = await _in_thread(request.app[CATALOG_KEY].scan)
+    return _render(request, "_runs_rows.html", entries=entries)
+
+
+# -- one run ----------------------------------------------------------------------------
+
+def _int_arg(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    try:
+        value = int(request.query.get(name, default))
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name}: must be an integer") from None
+    return min(max(value, lo), hi)
+
+
+def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"id": eid, "damage": [], "manifest": None, "results": None}
+    try:
+        guard(root, *(path / n for n in ("manifest.json", "results.json", "trace.jsonl", "cassette.sqlite",
+                                         "timings.json")))
+        manifest = ctx["manifest"] = read_manifest(path)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        return ctx
+    try:
+        ctx["results"] = read_results(path, manifest)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+    if (path / "timings.json").exists():
+        try:
+            ctx["timings"] = read_record(path / "timings.json")
+        except DamagedFile as exc:
+            ctx["damage"].append(str(exc))
+    ctx["plots"] = _plots(root, path, manifest)
+    ctx["nested"] = _nested_runs(root, path)
+    try:
+        trace = open_trace(path, manifest)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        ctx["trace"] = None
+        return ctx
+    kinds = [k for k in query["kinds"] if k in trace.kind_names]
+    agents = [a for a in query["agents"] if a in trace.agent_names]
+    selected = trace.select(kinds, agents)
+    size = query["size"]
+    pages = max(1, -(-len(selected) // size))
+    page = min(query["page"], pages)
+    picked = selected[(page - 1) * size: page * size]
+    hears, topology_note = timeline.audience(manifest, trace.agent_names)
+    price, priced_model = timeline.call_pricer(manifest)
+    try:
+        prompts = timeline.PromptBook.load(path, manifest)
+        ctx["prompts_note"] = None if prompts is not None else (
+            "This run recorded no prompts: it has no cassette.sqlite (runs on a real backend, "
+            "or with --cassette FILE, keep one).")
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        ctx["prompts_note"] = "The cassette is damaged; prompts are not shown."
+        prompts = None
+    ctx.update(
+        trace=trace, rows=timeline.rows(trace.read(picked), hears, price), n_selected=len(selected),
+        page=page, pages=pages, size=size, kinds=kinds, agents=agents, topology_note=topology_note,
+        has_prompts=prompts is not None, priced_model=priced_model,
+        t_end=float(trace.times[-1]) if len(trace) else 0.0,
+    )
+    return ctx
+
+
+def _plots(root: Path, path: Path, manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The PNGs of an entry, with whether the manifest vouches for each."""
+    recorded = (manifest or {}).get("files") or {}
+    names = {n for n in recorded if n.endswith(".png")}
+    for sub in (path, path / "plots"):
+        if sub.is_dir() and inside(root, sub):
+            names |= {p.relative_to(path).as_posix() for p in sub.glob("*.png")}
+    return [{"name": n, "vouched": n in recorded} for n in sorted(names)]
+
+
+def _nested_runs(root: Path, path: Path) -> list[str]:
+    """Run directories inside a run directory (a batch perturbation trial keeps its pair's runs)."""
+    out = []
+    sub = path / "runs"
+    if not sub.is_dir() or not inside(root, sub):
+        return out
+    for dirpath, dirnames, filenames in os.walk(sub, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if "manifest.json" in filenames:
+            out.append(Path(dirpath).relative_to(root).as_posix())
+            dirnames[:] = []
+    return out
+
+
+async def run_page(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "run")
+    query = {
+        "page": _int_arg(request, "page", 1, 1, 10**9),
+        "size": _int_arg(request, "size", PAGE_SIZE, 10, MAX_PAGE_SIZE),
+        "kinds": request.query.getall("kind", []),
+        "agents": request.query.getall("agent", []),
+    }
+    ctx = await _in_thread(_run_context, request.app[ROOT_KEY], eid, path, query)
+    return _render(request, "run.html", **ctx)
+
+
+async def prompt(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "run")
+    key = request.query.get("request", "")
+    if len(key) != 16 or any(c not in "0123456789abcdef" for c in key):
+        raise web.HTTPBadRequest(text="request: must be 16 hex digits")
+
+    def load() -> Any:
+        guard(request.app[ROOT_KEY], path / "manifest.json", path / "cassette.sqlite")
+        return timeline.PromptBook.load(path, read_manifest(path))
+
+    try:
+        book = await _in_thread(load)
+    except DamagedFile as exc:
+        return _render(request, "_prompt.html", damage=str(exc), requests=[])
+    if book is None:
+        return _render(request, "_prompt.html", damage=None, requests=[], none=True)
+    if key not in book:
+        raise _not_found(f"no recorded request {key}")
+    return _render(request, "_prompt.html", damage=None, requests=book[key])
+
+
+async def replay(request: web.Request) -> web.Response:
+    if request.headers.get(REPLAY_HEADER) != "1":
+        raise web.HTTPForbidden(text=f"replay: send the {REPLAY_HEADER}: 1 header (the page's button does)")
+    eid, path = _entry_dir(request, "run")
+    lock = request.app[REPLAY_LOCK_KEY]
+    if lock.locked():
+        return web.json_response({"outcome": "busy", "detail": "another replay is running; try again"},
+                                 status=503, headers={"Retry-After": "5"})
+    async with lock:
+        result = await run_replay(path)
+    return web.json_response(result)
+
+
+async def run_replay(run_dir: Path) -> dict[str, Any]:
+    """``python -m simcore.replay RUN_DIR --json`` in a subprocess, read back.
+
+    Replay writes nothing; it still runs with a fresh temporary working directory,
+    so that nothing it might leave lands in RUNS_DIR.
+    """
+    with tempfile.TemporaryDirectory(prefix="simcore-view-replay-") as tmp:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "simcore.replay", str(run_dir), "--json",
+            cwd=tmp, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), REPLAY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return {"outcome": "error", "detail": f"replay did not finish in {REPLAY_TIMEOUT_S} s"}
+    last = (err.decode(errors="replace").strip().splitlines() or [""])[-1]
+    if proc.returncode in (0, 1):
+        try:
+            data = json.loads(out)
+        except ValueError:
+            return {"outcome": "error", "detail": f"replay printed no JSON (exit {proc.returncode}) {last}"}
+        if proc.returncode == 0:
+            return {"outcome": "identical", "detail": f"trace sha256 {data['recorded_sha256']}", **data}
+        return {"outcome": "differs", "detail": f"first difference at event {data['first_diff']}", **data}
+    outcome = "damaged" if "damaged" in last else "error"
+    return {"outcome": outcome, "detail": last or f"replay exited with status {proc.returncode}"}
+
+
+# -- compare ---------------------------------------------------------------------------
+
+def _load_events(root: Path, eid: str) -> tuple[list[Any], dict[str, Any]]:
+    from simcore.trace import TraceEvent
+
+    try:
+        path = resolve_id(root, eid)
+    except BadId as exc:
+        raise _not_found(str(exc)) from None
+    if not (path / "manifest.json").is_file():
+        raise _not_found(f"{eid!r} is not a run")
+    guard(root, path / "manifest.json", path / "trace.jsonl")
+    manifest = read_manifest(path)
+    trace = open_trace(path, manifest)
+    events = [TraceEvent(e["seq"], e["t"], e["kind"], e["agent"], e["fields"], e["payload"])
+              for e in trace.read(range(len(trace)))]
+    return events, manifest
+
+
+def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
+    from simcore.divergence import compare_signatures, comparison_order, control_flow
+
+    ctx: dict[str, Any] = {"a": a, "b": b, "damage": []}
+    try:
+        ea, ma = _load_events(root, a)
+        eb, mb = _load_events(root, b)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        return ctx
+    if len(ea) * len(eb) > MAX_ALIGN_CELLS:
+        ctx["too_big"] = (len(ea), len(eb))
+        return ctx
+    oa, ob = comparison_order(ea), comparison_order(eb)
+    sa, sb = [ea[i].signature for i in oa], [eb[j].signature for j in ob]
+    cmp = compare_signatures(sa, sb)
+    flow = control_flow(sa, sb, cmp)
+    aligned = []
+    for k, p in enumerate(cmp.alignment):
+        aligned.append({
+            "k": k, "op": p.op, "t_star": k == cmp.t_star,
+            "left": None if p.i is None else ea[oa[p.i]], "right": None if p.j is None else eb[ob[p.j]],
+        })
+    ctx.update(cmp=cmp, flow=flow, aligned=aligned, ma=ma, mb=mb, n_a=len(ea), n_b=len(eb),
+               ops="".join(p.op[0].upper() for p in cmp.alignment))
+    return ctx
+
+
+async def compare(request: web.Request) -> web.Response:
+    a, b = request.query.get("a", ""), request.query.get("b", "")
+    for eid in (a, b):
+        try:
+            split_id(eid)
+        except BadId as exc:
+            raise _not_found(str(exc)) from None
+    ctx = await _in_thread(_compare_context, request.app[ROOT_KEY], a, b)
+    return _render(request, "compare.html", **ctx)
+
+
+# -- groups, sweeps, studies -------------------------------------------------------------
+
+def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"id": eid, "damage": [], "summary": None, "plots": _plots(root, path, None)}
+    try:
+        guard(root, path / "summary.json")
+        summary = ctx["summary"] = read_record(path / "summary.json")
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        return ctx
+    parent = path.parent.relative_to(root).as_posix()
+    arms = [summary.get("run_A_trial_ids") or [], summary.get("run_B_trial_ids") or []]
+    ctx["pairs"] = [{"i": i, "a": f"{parent}/{x}" if parent != "." else x,
+                     "b": (f"{parent}/{arms[1][i]}" if parent != "." else arms[1][i]) if i < len(arms[1]) else None}
+                    for i, x in enumerate(arms[0])]
+    ctx["comparison"] = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
+    ctx["aggregates"] = {arm: summary.get(f"run_{arm}_aggregate") or {} for arm in ("A", "B")}
+    return ctx
+
+
+async def group_page(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "group")
+    ctx = await _in_thread(_group_context, request.app[ROOT_KEY], eid, path)
+    return _render(request, "group.html", **ctx)
+
+
+def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
+    """The sweep's trials from its ledger, each with its grid cell, condition and trial."""
+    ctx: dict[str, Any] = {"damage": [], "rows": [], "definition": None, "axes": []}
+    guard(root, path / "sweep.json", path / "ledger.jsonl")
+    try:
+        definition = ctx["definition"] = read_sweep_definition(path)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        definition = None
+    ledger = ledger_rows(path)
+    ctx["damage"] += ledger.damaged
+    cells: list[dict[str, Any]] = [{}]
+    conds: list[str] = ["none"]
+    trials = 1
+    if definition is not None:
+        names = [g[0] for g in definition["grid"]]
+        cells = [dict(zip(names, combo)) for combo in itertools.product(*(g[1] for g in definition["grid"]))]
+        if definition.get("conditions"):
+            field, values = definition["conditions"]
+            conds = [f"{field}={json.dumps(v) if not isinstance(v, str) else v}" for v in values]
+        trials = max(1, definition["trials"])
+        ctx["axes"] = [(n, sorted({json.dumps(c[n]) for c in cells})) for n in names]
+    metric_names: dict[str, None] = {}
+    for row in ledger.rows:
+        # TrialJob.index order: cell-major, then condition, then trial.
+        i = row["index"]
+        cell, rest = divmod(i, len(conds) * trials)
+        cond, trial = divmod(rest, trials)
+        params = cells[cell] if cell < len(cells) else {}
+        for name in row.get("metrics") or {}:
+            metric_names.setdefault(name, None)
+        run_dir = row.get("run_dir")
+        run_id = None
+        if run_dir and inside(root, path / run_dir) and (path / run_dir / "manifest.json").is_file():
+            run_id = (path / run_dir).relative_to(root).as_posix()
+        ctx["rows"].append({**row, "cell": cell, "condition": conds[cond] if cond < len(conds) else "?",
+                            "trial": trial, "params": {k: json.dumps(v) for k, v in params.items()},
+                            "run": run_id})
+    ctx["metric_names"] = list(metric_names)
+    ctx["conditions"] = conds
+    return ctx
+
+
+def _sweep_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
+    ctx = {"id": eid, **_sweep_rows(root, path), "plots": _plots(root, path, None), "summary": None}
+    if (path / "summary.json").exists():
+        try:
+            guard(root, path / "summary.json")
+            ctx["summary"] = read_record(path / "summary.json")
+        except DamagedFile as exc:
+            ctx["damage"].append(str(exc))
+    return ctx
+
+
+async def sweep_page(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "sweep")
+    try:
+        ctx = await _in_thread(_sweep_context, request.app[ROOT_KEY], eid, path)
+    except DamagedFile as exc:
+        ctx = {"id": eid, "damage": [str(exc)], "rows": [], "axes": [], "plots": [], "summary": None,
+               "metric_names": [], "conditions": [], "definition": None}
+    return _render(request, "sweep.html", **ctx)
+
+
+async def sweep_rows(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "sweep")
+    try:
+        ctx = await _in_thread(_sweep_rows, request.app[ROOT_KEY], path)
+    except DamagedFile as exc:
+        raise web.HTTPInternalServerError(text=str(exc)) from None
+    return _render(request, "_sweep_rows.html", **ctx)
+
+
+def _study_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"id": eid, "damage": [], "study": None, "pairs": [], "plots": _plots(root, path, None)}
+    try:
+        guard(root, path / "study.json", path / "pairs.jsonl")
+        study = ctx["study"] = read_record(path / "study.json")
+        rows = read_jsonl(path / "pairs.jsonl")
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        return ctx
+    definition = study.get("definition") or {}
+    seeds = list(definition.get("seeds") or [])
+    perts = list(definition.get("perturbations") or [])
+    runs = path / "runs" / str(definition.get("scenario", ""))
+    for row in rows:
+        # A pair's runs are pair<i>-baseline and pair<i>-p<k> (simcore.perturbation.study.write_study).
+        i = seeds.index(row.get("seed")) if row.get("seed") in seeds else None
+        k = perts.index(row.get("perturbation")) if row.get("perturbation") in perts else None
+        base = pert = None
+        if i is not None and k is not None:
+            if (runs / f"pair{i}-baseline").is_dir() and (runs / f"pair{i}-p{k}").is_dir():
+                base = (runs / f"pair{i}-baseline").relative_to(root).as_posix()
+                pert = (runs / f"pair{i}-p{k}").relative_to(root).as_posix()
+        ctx["pairs"].append({**row, "pair": i, "baseline_id": base, "perturbed_id": pert})
+    return ctx
+
+
+async def study_page(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "study")
+    ctx = await _in_thread(_study_context, request.app[ROOT_KEY], eid, path)
+    return _render(request, "study.html", **ctx)
+
+
+# -- files -------------------------------------------------------------------------------
+
+async def plot(request: web.Request) -> web.Response:
+    eid = request.match_info["id"]
+    root = request.app[ROOT_KEY]
+    name = request.query.get("name", "")
+    try:
+        path = resolve_id(root, eid)
+        parts = split_id(name)
+    except BadId as exc:
+        raise _not_found(str(exc)) from None
+    file = path.joinpath(*parts)
+    if not name.endswith(".png") or not file.is_file() or not inside(root, file):
+        raise _not_found(f"no plot {name!r}")
+
+    def load() -> bytes:
+        data = file.read_bytes()
+        if (path / "manifest.json").is_file():
+            expected = (read_manifest(path).get("files") or {}).get(name)
+            if expected is not None:
+                if hashlib.sha256(data).hexdigest() != expected:
+                    raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
+        return data
+
+    try:
+        data = await _in_thread(load)
+    except DamagedFile as exc:
+        raise web.HTTPUnprocessableEntity(text=str(exc)) from None
+    return web.Response(body=data, content_type="image/png")
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    """Unexpected failures become a 500 page naming the problem; the server goes on."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except DamagedFile as exc:
+        return web.Response(text=f"damaged: {exc}", status=500)
+    except Exception as exc:  # noqa: BLE001 - one bad page must not stop the server
+        return web.Response(text=f"error: {type(exc).__name__}: {exc}", status=500)
+
+
+@web.middleware
+async def headers(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    """Pages load nothing from elsewhere, and are not framed."""
+    response = await handler(request)
+    response.headers.setdefault(
+        "Content-Security-Policy",
+        "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+def make_app(runs_dir: str | Path) -> web.Application:
+    """The browser's application over ``runs_dir``."""
+    app = web.Application(middlewares=[headers, errors])
+    root = Path(runs_dir).resolve()
+    app[ROOT_KEY] = root
+    app[CATALOG_KEY] = Catalog(root)
+    app[ENV_KEY] = _environment()
+    app[REPLAY_LOCK_KEY] = asyncio.Lock()
+    app.add_routes([
+        web.get("/", index),
+        web.get("/rows", index_rows),
+        web.get("/run/{id:.+}", run_page),
+        web.get("/prompt/{id:.+}", prompt),
+        web.post("/replay/{id:.+}", replay),
+        web.get("/compare", compare),
+        web.get("/group/{id:.+}", group_page),
+        web.get("/sweep/{id:.+}", sweep_page),
+        web.get("/sweep-rows/{id:.+}", sweep_rows),
+        web.get("/study/{id:.+}", study_page),
+        web.get("/plot/{id:.+}", plot),
+        web.static("/static", STATIC, follow_symlinks=False),
+    ])
+    return app

@@ -1,0 +1,274 @@
+"""Find what RUNS_DIR holds and summarise each entry for the runs table.
+
+An *entry* is a directory of one of these kinds, found by the file that marks it:
+
+=================  ===============================  =========================================
+kind               marked by                        what it is
+=================  ===============================  =========================================
+``run``            ``manifest.json``                one run (a trial, a perturbed run ...)
+``montecarlo``     ``summary.json`` (mode)          a Monte Carlo or counterfactual group
+``counterfactual``
+``sweep``          ``sweep.json`` / ``ledger.jsonl``  a batch sweep, finished or still running
+``study``          ``study.json``                   a perturbation study
+=================  ===============================  =========================================
+
+The walk does not descend into an entry (a sweep's and a study's runs are listed
+on their own pages), into hidden directories (staging directories, ``.lock``),
+or through symlinked directories. Every file is read through
+:mod:`simcore.readers`; a damaged entry is listed with the reader's message.
+Summaries are cached per directory and recomputed when a marker file changes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcore.quality import unreadable_share
+from simcore.readers import (
+    DamagedFile,
+    read_ledger_line,
+    read_manifest,
+    read_record,
+    read_results,
+    read_sweep_definition,
+    read_trace,
+)
+from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
+
+MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json")
+KEY_METRICS = 4
+
+
+@dataclass
+class Entry:
+    """One row of the runs table.
+
+    Attributes:
+        id: Path relative to RUNS_DIR.
+        kind: run, montecarlo, counterfactual, group, sweep or study.
+        scenario, created, seed, backend, models, status, cost_usd, parse, metrics:
+            What the table shows (None where unknown).
+        damaged: The reader's message when a file failed its check.
+        note: A short extra (trials, pairs, progress of a sweep).
+    """
+
+    id: str
+    kind: str
+    scenario: str | None = None
+    created: str | None = None
+    seed: int | None = None
+    backend: str | None = None
+    models: list[str] = field(default_factory=list)
+    status: str | None = None
+    cost_usd: float | None = None
+    parse: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    damaged: str | None = None
+    note: str = ""
+
+
+def kind_of(names: set[str]) -> str | None:
+    """The kind a directory's file names mark, or None."""
+    if "sweep.json" in names or "ledger.jsonl" in names:
+        return "sweep"
+    if "study.json" in names:
+        return "study"
+    if "manifest.json" in names:
+        return "run"
+    if "summary.json" in names:
+        return "group"
+    return None
+
+
+class Catalog:
+    """The entries under ``root``, summaries cached by the markers' modification times."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._cache: dict[str, tuple[tuple[Any, ...], Entry]] = {}
+
+    def scan(self) -> list[Entry]:
+        """Every entry under the root, newest first."""
+        found: list[Entry] = []
+        root_depth = len(self.root.parts)
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            here = Path(dirpath)
+            kind = kind_of(set(filenames))
+            if kind is not None and here != self.root:
+                found.append(self.entry(here, kind, set(filenames)))
+                dirnames[:] = []
+                continue
+            depth = len(here.parts) - root_depth
+            dirnames[:] = sorted(d for d in dirnames if SEGMENT.match(d) and depth < MAX_DEPTH - 1)
+        found.sort(key=lambda e: (e.created or "", e.id), reverse=True)
+        return found
+
+    def entry(self, path: Path, kind: str | None = None, names: set[str] | None = None) -> Entry:
+        """The summary of one directory (cached)."""
+        if names is None:
+            names = {p.name for p in path.iterdir()} if path.is_dir() else set()
+        kind = kind or kind_of(names) or "unknown"
+        key = tuple(_stamp(path / m) for m in MARKERS)
+        eid = entry_id(self.root, path)
+        hit = self._cache.get(eid)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        entry = Entry(eid, kind)
+        try:
+            guard(self.root, *(path / m for m in MARKERS))
+            {"run": _run, "group": _group, "sweep": _sweep, "study": _study}.get(kind, _unknown)(path, entry)
+        except DamagedFile as exc:
+            entry.damaged, entry.status = str(exc), "damaged"
+        self._cache[eid] = (key, entry)
+        return entry
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _unknown(path: Path, entry: Entry) -> None:
+    raise DamagedFile(path, "is not a run, group, sweep or study directory")
+
+
+def _parse_cell(quality: dict[str, Any] | None) -> str | None:
+    if not quality:
+        return None
+    share = unreadable_share(quality)
+    reasked = sum(int(c.get("reasked", 0)) for c in quality.values())
+    n = sum(int(c.get("replies", 0)) for c in quality.values())
+    text = f"{n} replies, {share:.0%} unreadable" if share is not None else f"{n} replies"
+    return text + (f", {reasked} re-asked" if reasked else "")
+
+
+def key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The first few numeric metrics (by name), for a table cell."""
+    out = {}
+    for name in sorted(metrics):
+        v = metrics[name]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[name] = v
+        if len(out) == KEY_METRICS:
+            break
+    return out
+
+
+def _run(path: Path, entry: Entry) -> None:
+    manifest = read_manifest(path)
+    backend = manifest["backend"]
+    entry.scenario, entry.seed = manifest["scenario"], manifest["seed"]
+    entry.created, entry.status = manifest.get("created_utc"), manifest["status"]
+    entry.backend = backend.get("name")
+    entry.models = [str(m) for m in manifest.get("models") or [backend.get("model")]]
+    if manifest.get("perturbation"):
+        entry.note = f"perturbed: {manifest['perturbation']}"
+    results = read_results(path, manifest)
+    read_trace(path, manifest)  # hashed once per change of the files (the summary is cached)
+    entry.status = results["status"]
+    entry.cost_usd = results.get("cost_usd")
+    entry.parse = _parse_cell(results.get("parse_quality"))
+    entry.metrics = key_metrics(results.get("metrics") or {})
+
+
+def _group(path: Path, entry: Entry) -> None:
+    summary = read_record(path / "summary.json")
+    entry.kind = summary.get("mode") if summary.get("mode") in ("monte_carlo", "counterfactual") else "group"
+    entry.kind = entry.kind.replace("monte_carlo", "montecarlo")
+    entry.scenario = summary.get("scenario") or path.parent.name
+    entry.seed = summary.get("seed")
+    entry.created = _created_from_id(path.name)
+    failed = summary.get("failed_trials") or []
+    entry.status = "ok" if not failed else f"{len(failed)} failed"
+    entry.note = f"{summary.get('n_trials', '?')} trial(s) per arm"
+    entry.parse = _parse_cell(summary.get("parse_quality"))
+
+
+def _created_from_id(name: str) -> str | None:
+    """The UTC time in a run id (``...YYYYmmddTHHMMSS-s...``), ISO-formatted."""
+    for part in name.split("-"):
+        if len(part) == 15 and part[8] == "T" and (part[:8] + part[9:]).isdigit():
+            return f"{part[:4]}-{part[4:6]}-{part[6:8]}T{part[9:11]}:{part[11:13]}:{part[13:]}+00:00"
+    return None
+
+
+def _sweep(path: Path, entry: Entry) -> None:
+    definition = read_sweep_definition(path)
+    meta = read_record(path / "sweep.json") if definition is not None else {}
+    ledger = ledger_rows(path)
+    entry.created = meta.get("created_utc")
+    if definition is not None:
+        entry.scenario, entry.seed = definition["scenario"], definition["seed"]
+        entry.backend = definition["backend"].get("name")
+        entry.models = [str(definition["backend"].get("model"))]
+    planned = meta.get("n_trials")
+    done = sum(r.get("status") is not None for r in ledger.rows)
+    if (path / "summary.json").is_file():
+        summary = read_record(path / "summary.json")
+        entry.status = "finished" if not summary.get("n_error") else f"finished, {summary['n_error']} failed"
+        entry.cost_usd = summary.get("cost_usd")
+        entry.parse = _parse_cell(summary.get("parse_quality"))
+    else:
+        entry.status = "running or stopped"
+        entry.cost_usd = sum(float(r.get("cost_usd") or 0) for r in ledger.rows)
+    entry.note = f"{done} of {planned if planned is not None else '?'} trials written"
+    if ledger.damaged:
+        entry.note += f"; {len(ledger.damaged)} ledger line(s) unreadable"
+
+
+def _study(path: Path, entry: Entry) -> None:
+    study = read_record(path / "study.json")
+    definition = study.get("definition") or {}
+    entry.scenario, entry.seed = definition.get("scenario"), definition.get("seed")
+    backend = definition.get("backend") or {}
+    entry.backend, entry.models = backend.get("name"), [str(backend.get("model"))]
+    entry.created = _created_from_id(path.name)
+    entry.cost_usd = (study.get("calls") or {}).get("paid_cost_usd")
+    entry.status = "warnings" if study.get("warnings") else "ok"
+    perts = definition.get("perturbations") or []
+    entry.note = f"{definition.get('pairs', '?')} pair(s) x {len(perts)} perturbation(s)"
+    for row in study.get("summary") or []:
+        if isinstance(row, dict) and isinstance(row.get("mean_d_norm"), (int, float)):
+            entry.metrics[f"mean_d_norm {row.get('perturbation')}"] = row["mean_d_norm"]
+
+
+@dataclass
+class Ledger:
+    """The readable lines of a ledger, the last attempt per trial, and the damaged lines."""
+
+    rows: list[dict[str, Any]]
+    damaged: list[str]
+
+
+def ledger_rows(sweep_dir: Path) -> Ledger:
+    """A sweep's ``ledger.jsonl`` read line by line through :func:`read_ledger_line`.
+
+    The last line of a ledger still being written may be torn; it and any other
+    line that fails its check are reported, not fatal. A trial run twice (resume)
+    keeps its last line.
+    """
+    path = sweep_dir / "ledger.jsonl"
+    rows: dict[int, dict[str, Any]] = {}
+    damaged: list[str] = []
+    if not path.is_file():
+        return Ledger([], [])
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = read_ledger_line(raw.decode("utf-8", errors="strict"), f"{path}:{n}")
+            except UnicodeDecodeError:
+                damaged.append(f"{path}:{n}: not UTF-8 text")
+                continue
+            except DamagedFile as exc:
+                damaged.append(str(exc))
+                continue
+            rows[row["index"]] = row
+    return Ledger([rows[i] for i in sorted(rows)], damaged)

@@ -1,0 +1,558 @@
+"""The run browser (simcore.view): routes through aiohttp's test client, pages in headless Chromium.
+
+Runs are made once per session in a temporary RUNS_DIR, on the stub with metrics off:
+a run with a cassette (so its prompts are recorded), a shorter run to compare it with,
+a Monte Carlo group, a sweep, a perturbation study, a damaged run and links that lead
+outside RUNS_DIR. Browser tests are marked ``browser`` and skip, saying why, where
+Chromium, chromedriver or selenium is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from simcore.view.app import make_app
+from simcore.view.paths import BadId, resolve_id, split_id
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+def _quiet(fn, *args):
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+        return fn(*args)
+
+
+def _one(root: Path, pattern: str) -> str:
+    found = sorted(p for p in root.glob(pattern) if p.is_dir())
+    assert found, pattern
+    return found[0].relative_to(root).as_posix()
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    """A RUNS_DIR with one of each kind of entry, and the ids of what is in it."""
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.batch.__main__ import main as batch_main
+    from simcore.perturbation import run_study, write_study
+    from simcore.run import run_scenario
+
+    base = tmp_path_factory.mktemp("view")
+    root = base / "runs"
+    root.mkdir()
+    quick = ["--no-metrics", "--rounds", "2"]
+    assert _quiet(run_scenario, "context_corrosion",
+                  ["--seed", "7", *quick, "--out", str(root), "--cassette", str(base / "c.sqlite")]) == 0
+    ids = {"cassette": _one(root, "context_corrosion/*-s7-*")}
+    assert _quiet(run_scenario, "context_corrosion", ["--seed", "7", "--no-metrics", "--rounds", "1",
+                                                       "--out", str(root / "short")]) == 0
+    ids["short"] = _one(root, "short/context_corrosion/*-s7-*")
+    assert _quiet(run_scenario, "context_corrosion", ["--seed", "3", *quick, "--trials", "2",
+                                                       "--out", str(root / "mc")]) == 0
+    ids["group"] = _one(root, "mc/context_corrosion/mc-*[0-9a-f]")
+    assert _quiet(batch_main, ["context_corrosion", "--trials", "1", "--grid", "rounds=1,2", "--no-metrics",
+                               "--executor", "serial", "--no-plot", "--no-progress",
+                               "--out", str(root / "sweeps" / "s1")]) == 0
+    ids["sweep"] = "sweeps/s1"
+    cfg = SCENARIO.config_type(rounds=2, metrics=False)
+    study = _quiet(run_study, SCENARIO, cfg, ["drop:agent=P1,round=2"])
+    ids["study"] = _quiet(write_study, study, root, None, False).relative_to(root).as_posix()
+    # A damaged run: the trace cut short.
+    damaged = root / "damaged" / "cut-run"
+    shutil.copytree(root / ids["short"], damaged)
+    trace = damaged / "trace.jsonl"
+    trace.write_bytes(trace.read_bytes()[: trace.stat().st_size // 2])
+    ids["damaged"] = "damaged/cut-run"
+    # Links leading out of RUNS_DIR: a whole run, and one run's manifest.
+    outside = base / "outside"
+    shutil.copytree(root / ids["short"], outside / "secret-run")
+    (outside / "secret.txt").write_text("SECRET")
+    (root / "linked").symlink_to(outside / "secret-run", target_is_directory=True)
+    leak = root / "leaky" / "leak-run"
+    shutil.copytree(root / ids["short"], leak)
+    (leak / "manifest.json").unlink()
+    (leak / "manifest.json").symlink_to(outside / "secret-run" / "manifest.json")
+    ids["leaky"] = "leaky/leak-run"
+    return root, ids
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def client_for(root: Path):
+    client = TestClient(TestServer(make_app(root)))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def _get(root: Path, *urls: str) -> list[tuple[int, str]]:
+    async with client_for(root) as client:
+        out = []
+        for url in urls:
+            res = await client.get(url)
+            out.append((res.status, await res.text()))
+        return out
+
+
+def get(root: Path, *urls: str) -> list[tuple[int, str]]:
+    return asyncio.run(_get(root, *urls))
+
+
+async def _raw_get(root: Path, target: str) -> tuple[int, str]:
+    """GET ``target`` exactly as written (an HTTP client would normalise ``..`` away)."""
+    async with client_for(root) as client:
+        reader, writer = await asyncio.open_connection(client.host, client.port)
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        raw = await reader.read()
+        writer.close()
+    head, _, body = raw.decode(errors="replace").partition("\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+# -- ids and paths -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["", "..", "a/../b", "/etc", "a//b", ".hidden", "a/.staging", "x" * 300,
+                                 "a/b/c/d/e/f/g/h/i", "a\\b", "a\x00b", "%2e%2e"])
+def test_split_id_refuses_anything_but_plain_names(bad):
+    with pytest.raises(BadId):
+        split_id(bad)
+
+
+def test_resolve_id_refuses_a_symlink_that_leads_outside(runs):
+    root, ids = runs
+    with pytest.raises(BadId):
+        resolve_id(root.resolve(), "linked")
+    assert resolve_id(root.resolve(), ids["short"]).is_dir()
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+def test_index_lists_every_kind_of_entry_and_the_damage(runs):
+    root, ids = runs
+    [(status, html)] = get(root, "/")
+    assert status == 200
+    for key in ("cassette", "short", "group", "sweep", "study", "damaged"):
+        assert ids[key] in html, key
+    for kind in ("run", "montecarlo", "sweep", "study"):
+        assert f'data-k-kind="{kind}"' in html
+    assert re.search(r"cut-run/trace.jsonl: damaged: \d+ lines where manifest.json records \d+ events", html)
+    assert "leak-run" in html and "outside the runs directory" in html
+    assert "secret-run" not in html and "SECRET" not in html
+
+
+def test_run_page_shows_transcript_metrics_manifest_and_flags(runs):
+    root, ids = runs
+    [(status, html)] = get(root, f"/run/{ids['cassette']}")
+    assert status == 200
+    assert html.count('class="ev kind-message') >= 10
+    assert "&rarr; D, P2, P3, P4" in html  # P1's audience on the complete topology
+    assert 'class="prompt"' in html and "/prompt/" in html
+    assert "manifest.json" in html and "trace_sha256" in html
+    assert "Parse quality" in html and "in / " in html  # tokens per call
+
+
+def test_run_page_pages_and_filters_the_transcript(runs):
+    root, ids = runs
+    (s1, page1), (s2, page2), (s3, only_p1) = get(
+        root, f"/run/{ids['cassette']}?size=10", f"/run/{ids['cassette']}?size=10&page=2",
+        f"/run/{ids['cassette']}?agent=P1&kind=message")
+    assert s1 == s2 == s3 == 200
+    seqs = lambda html: [int(s) for s in re.findall(r'id="ev(\d+)"', html)]  # noqa: E731
+    assert seqs(page1) == list(range(10)) and seqs(page2) == list(range(10, 20))
+    assert 'class="next"' in page1 and 'class="prev"' in page2
+    assert only_p1.count('class="ev kind-message') == len(seqs(only_p1)) >= 2
+    assert "<b class=\"who\">P1</b>" in only_p1 and "<b class=\"who\">P2</b>" not in only_p1
+
+
+def test_prompt_comes_from_the_cassette(runs):
+    root, ids = runs
+    [(_, html)] = get(root, f"/run/{ids['cassette']}")
+    key = re.search(r"request=([0-9a-f]{16})", html).group(1)
+    (status, prompt), (bad_status, _), (missing, _) = get(
+        root, f"/prompt/{ids['cassette']}?request={key}", f"/prompt/{ids['cassette']}?request=../../x",
+        f"/prompt/{ids['cassette']}?request=0000000000000000")
+    assert status == 200 and "role-system" in prompt and "role-user" in prompt and "Task:" in prompt
+    assert bad_status == 400 and missing == 404
+
+
+def test_a_run_without_a_cassette_says_it_recorded_no_prompts(runs):
+    root, ids = runs
+    [(status, html)] = get(root, f"/run/{ids['short']}")
+    assert status == 200 and "recorded no prompts" in html and 'class="prompt"' not in html
+
+
+def test_damaged_run_shows_the_readers_message_and_the_server_goes_on(runs):
+    root, ids = runs
+    (status, html), (after, _) = get(root, f"/run/{ids['damaged']}", "/")
+    assert status == 200 and after == 200
+    assert re.search(r"trace.jsonl: damaged: \d+ lines where manifest.json records \d+ events", html)
+    assert "The trace cannot be shown" in html
+
+
+def test_a_manifest_linked_from_outside_is_not_read(runs):
+    root, ids = runs
+    [(status, html)] = get(root, f"/run/{ids['leaky']}")
+    assert status == 200 and "is a link to a place outside the runs directory; not read" in html, html[:300]
+    assert "trace_sha256" not in html
+
+
+@pytest.mark.parametrize("url", [
+    "/run/..", "/run/%2e%2e/%2e%2e/etc", "/run/context_corrosion/..%2F..%2Fetc", "/run//etc/passwd",
+    "/run/linked", "/run/nosuch/run", "/run/.hidden", "/group/linked", "/sweep/..%2f", "/study/nosuch",
+    "/plot/linked?name=plots/x.png", "/prompt/linked?request=0000000000000000",
+    "/compare?a=linked&b=linked", "/compare?a=..&b=..", "/static/../app.py", "/static/%2e%2e/app.py",
+])
+def test_traversal_and_unknown_ids_get_404(runs, url):
+    root, _ = runs
+    status, body = asyncio.run(_raw_get(root, url))
+    assert status == 404, (url, status, body[:200])
+    assert "SECRET" not in body and "import" not in body
+
+
+def test_wrong_kind_gets_404(runs):
+    root, ids = runs
+    statuses = [s for s, _ in get(root, f"/sweep/{ids['cassette']}", f"/run/{ids['sweep']}",
+                                  f"/study/{ids['group']}", f"/group/{ids['study']}")]
+    assert statuses == [404] * 4
+
+
+def test_plot_names_outside_the_entry_are_refused(runs):
+    root, ids = runs
+    statuses = [s for s, _ in get(root, f"/plot/{ids['short']}?name=../../../outside/secret.txt",
+                                  f"/plot/{ids['short']}?name=/etc/passwd",
+                                  f"/plot/{ids['short']}?name=trace.jsonl")]
+    assert statuses == [404, 404, 404]
+
+
+def test_compare_aligns_two_runs_and_marks_t_star(runs):
+    from simcore.divergence import comparable_signatures, compare_signatures
+    from simcore.readers import read_manifest, read_trace
+    from simcore.trace import Trace
+
+    root, ids = runs
+    a, b = ids["cassette"], ids["short"]
+    [(status, html)] = get(root, f"/compare?a={a}&b={b}")
+    assert status == 200
+    sigs = [comparable_signatures(Trace.from_jsonl(read_trace(root / i, read_manifest(root / i)).decode()).events)
+            for i in (a, b)]
+    expected = compare_signatures(*sigs)
+    ops = "".join(p.op[0].upper() for p in expected.alignment)
+    assert f"<code>{ops}</code>" in html
+    assert f'id="d-norm">{expected.d_norm:.4f}<' in html
+    assert html.count('id="tstar"') == 1 and f"{expected.t_star} (t*_norm" in html
+
+
+def test_study_pairs_open_as_a_comparison_matching_the_stored_alignment(runs):
+    from simcore.readers import read_jsonl
+
+    root, ids = runs
+    [(status, html)] = get(root, f"/study/{ids['study']}")
+    assert status == 200
+    link = re.search(r'class="compare-link" href="([^"]+)"', html).group(1).replace("&amp;", "&")
+    [(status, cmp)] = get(root, link)
+    stored = read_jsonl(root / ids["study"] / "pairs.jsonl")[0]["alignment"]
+    assert status == 200 and f"<code>{stored}</code>" in cmp
+
+
+def test_group_and_sweep_pages(runs):
+    root, ids = runs
+    (gs, group), (ss, sweep), (rs, rows) = get(root, f"/group/{ids['group']}", f"/sweep/{ids['sweep']}",
+                                               f"/sweep-rows/{ids['sweep']}")
+    assert gs == ss == rs == 200
+    assert group.count("/compare?a=") == 2 and "Trials" in group
+    assert 'data-key="rounds"' in sweep and "Summary" in sweep
+    assert rows.count("<tr ") == 4 and 'data-k-rounds="1"' in rows and 'data-k-rounds="2"' in rows
+
+
+def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
+    root, ids = runs
+    live = tmp_path / "runs" / "live"
+    shutil.copytree(root / ids["sweep"], live)
+    (live / "summary.json").unlink()
+    ledger = live / "ledger.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(lines[0] + lines[1][:40])  # the second line is still being written
+    (s1, index), (s2, page), (s3, rows) = get(tmp_path / "runs", "/", "/sweep/live", "/sweep-rows/live")
+    assert s1 == s2 == s3 == 200
+    assert "running or stopped" in index and "1 of 4 trials written" in index
+    assert "No summary yet" in page and 'data-refresh="/sweep-rows/live"' in page
+    assert rows.count("<tr ") == 1
+    ledger.write_bytes(b"".join(lines))
+    [(_, rows)] = get(tmp_path / "runs", "/sweep-rows/live")
+    assert rows.count("<tr ") == 4
+
+
+def test_html_in_agent_text_is_escaped(tmp_path):
+    import hashlib
+
+    from simcore.records import write_json
+    from simcore.trace import Trace
+
+    trace = Trace()
+    trace.emit(0.0, "message", "<img src=x onerror=alert(1)>", {"phase": "<b>"},
+               {"text": "<script>alert('agent')</script>"})
+    data = trace.to_jsonl().encode()
+    run = tmp_path / "x" / "hostile"
+    run.mkdir(parents=True)
+    (run / "trace.jsonl").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    write_json(run / "results.json", {"status": "ok", "trace_sha256": sha, "n_events": 1,
+                                      "metrics": {"<i>m</i>": 1}})
+    write_json(run / "manifest.json", {
+        "scenario": "<u>s</u>", "run_id": "hostile", "seed": 1, "config": {}, "status": "ok",
+        "backend": {"name": "stub", "model": "stub"}, "trace_sha256": sha, "n_events": 1})
+    (_, page), (_, index) = get(tmp_path, "/run/x/hostile", "/")
+    for html in (page, index):
+        body = html.split("</head>", 1)[1]
+        assert "<script>alert" not in body and "<img" not in body and "<u>" not in body and "<i>m" not in body
+    assert "&lt;script&gt;alert(&#39;agent&#39;)&lt;/script&gt;" in page
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+async def _post(root: Path, url: str, headers: dict[str, str]) -> tuple[int, dict | str]:
+    async with client_for(root) as client:
+        res = await client.post(url, headers=headers)
+        try:
+            return res.status, await res.json()
+        except Exception:  # noqa: BLE001
+            return res.status, await res.text()
+
+
+def test_replay_button_reports_identical_and_writes_nothing(runs):
+    root, ids = runs
+    before = _snapshot(root)
+    status, data = asyncio.run(_post(root, f"/replay/{ids['cassette']}", {"X-Simcore-View": "1"}))
+    assert status == 200 and data["outcome"] == "identical", data
+    assert _snapshot(root) == before
+
+
+def test_replay_of_a_damaged_run_says_damaged(runs):
+    root, ids = runs
+    status, data = asyncio.run(_post(root, f"/replay/{ids['damaged']}", {"X-Simcore-View": "1"}))
+    assert status == 200 and data["outcome"] == "damaged" and "trace.jsonl: damaged" in data["detail"]
+
+
+def test_replay_needs_the_pages_header(runs):
+    root, ids = runs
+    status, _ = asyncio.run(_post(root, f"/replay/{ids['cassette']}", {}))
+    assert status == 403
+
+
+# -- the command ------------------------------------------------------------------------------
+
+def test_command_binds_localhost_by_default_and_prints_its_url(runs):
+    import subprocess
+    import sys
+
+    root, _ = runs
+    proc = subprocess.Popen([sys.executable, "-m", "simcore.view", str(root), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert m, line + proc.stderr.read()
+        port = int(m.group(1))
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        listening = Path("/proc/net/tcp").read_text() if Path("/proc/net/tcp").exists() else ""
+        if listening:  # the socket is bound to 127.0.0.1 (0100007F), not to every address
+            rows = [r.split() for r in listening.splitlines()[1:]]
+            local = [r[1] for r in rows if r[3] == "0A" and int(r[1].split(":")[1], 16) == port]
+            assert local == ["0100007F:%04X" % port]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_command_rejects_a_missing_directory(tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "simcore.view", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        f"error: runs_dir: {str(tmp_path / 'nope')!r} is not a directory"]
+
+
+# -- in a browser --------------------------------------------------------------------------------
+
+def _chromium() -> tuple[str, str] | str:
+    """(browser, driver) paths, or why the browser tests cannot run."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[browser]')"
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not browser or not driver:
+        return "Chromium or chromedriver is missing (apt-get install chromium chromium-driver)"
+    return browser, driver
+
+
+@pytest.fixture(scope="session")
+def server(runs):
+    """The browser's server on a free port, in a thread."""
+    root, ids = runs
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(make_app(root))
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}", ids
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    found = _chromium()
+    if isinstance(found, str):
+        pytest.skip(found)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(options=opts, service=Service(found[1]))
+    driver.shots = Path(os.environ.get("SIMCORE_VIEW_SHOTS") or tmp_path_factory.mktemp("screenshots"))
+    yield driver
+    driver.quit()
+
+
+def _wait(predicate, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.browser
+def test_browser_runs_table_sorts_and_filters(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.get(base + "/")
+    rows = lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr") if r.is_displayed()]  # noqa: E731
+    n = len(rows())
+    assert n >= 6
+    browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=kind] option[value=study]").click()
+    assert len(rows()) == 1 and ids["study"] in rows()[0].text
+    browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=kind] option[value='']").click()
+    seed_th = [th for th in browser.find_elements(By.CSS_SELECTOR, "#runs th") if th.text.startswith("seed")][0]
+    seed_th.click()
+    col = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#runs th")].index(seed_th.text)
+    seeds = [r.find_elements(By.TAG_NAME, "td")[col].text for r in rows()]
+    numbers = [int(s) for s in seeds if s.isdigit()]
+    assert numbers == sorted(numbers) and len(numbers) >= 5
+    browser.save_screenshot(str(browser.shots / "runs.png"))
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+
+
+@pytest.mark.browser
+def test_browser_run_page_expands_a_prompt_and_replays(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.get(f"{base}/run/{ids['cassette']}")
+    prompt = browser.find_element(By.CSS_SELECTOR, "details.prompt summary")
+    prompt.click()
+    slot = browser.find_element(By.CSS_SELECTOR, "details.prompt .slot")
+    _wait(lambda: "Task:" in slot.text)
+    assert "system" in slot.text
+    browser.save_screenshot(str(browser.shots / "run.png"))
+    browser.find_element(By.ID, "replay").click()
+    result = browser.find_element(By.ID, "replay-result")
+    _wait(lambda: result.text.startswith(("identical", "differs", "damaged", "error")))
+    assert result.text.startswith("identical"), result.text
+
+
+@pytest.mark.browser
+def test_browser_compare_scrolls_to_t_star(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.get(f"{base}/study/{ids['study']}")
+    browser.find_element(By.CSS_SELECTOR, "a.compare-link").click()
+    _wait(lambda: "/compare" in browser.current_url)
+    tstar = browser.find_element(By.ID, "tstar")
+    top = browser.execute_script("return arguments[0].getBoundingClientRect().top;", tstar)
+    assert 0 <= top <= browser.execute_script("return window.innerHeight;")
+    browser.find_element(By.ID, "only-diff").click()
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#aligned tbody tr") if r.is_displayed()]
+    assert shown and all("op-match" not in r.get_attribute("class") for r in shown)
+    browser.find_element(By.ID, "only-diff").click()
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", tstar)
+    browser.save_screenshot(str(browser.shots / "compare.png"))
+
+
+@pytest.mark.browser
+def test_browser_sweep_filters_by_grid_field(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.get(f"{base}/sweep/{ids['sweep']}")
+    visible = lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr") if r.is_displayed()]  # noqa: E731
+    assert len(visible()) == 4
+    browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=rounds] option[value='2']").click()
+    assert len(visible()) == 2
+    browser.save_screenshot(str(browser.shots / "sweep.png"))
+
+
+def test_the_page_is_documented():
+    doc = Path(__file__).resolve().parents[1] / "docs" / "view.md"
+    assert doc.is_file() and "python -m simcore.view" in doc.read_text()
+
+
+def test_timeline_flags_unreadable_reasked_and_failed_replies_and_pairs_them_with_calls():
+    from simcore.view.timeline import rows
+
+    f = {"phase": "p"}
+    events = [
+        {"seq": 0, "t": 0, "kind": "llm.call", "agent": "A", "fields": f, "payload": {"request": "a" * 16}},
+        {"seq": 1, "t": 0, "kind": "llm.call", "agent": "B", "fields": f, "payload": {"request": "b" * 16}},
+        {"seq": 2, "t": 1, "kind": "llm.reply", "agent": "B", "fields": f,
+         "payload": {"text": "??", "tokens": [10, 2], "read": "unreadable", "parse_error": True, "why": "no JSON"}},
+        {"seq": 3, "t": 1, "kind": "llm.error", "agent": "A", "fields": f,
+         "payload": {"error": "Timeout", "message": "took too long"}},
+        {"seq": 4, "t": 1, "kind": "llm.reply", "agent": "B", "fields": {**f, "reask": 1},
+         "payload": {"text": "{}", "tokens": [20, 3], "finish_reason": "length", "salvaged": True}},
+    ]
+    out = rows(events, None, lambda p, c: (p + c) / 1e6)
+    assert out[2]["request"] == "b" * 16 and out[3]["request"] == "a" * 16
+    assert [k for k, _ in out[2]["flags"]] == ["unreadable"] and out[2]["cost"] == 12 / 1e6
+    assert out[3]["flags"] == [("error", "Timeout: took too long")]
+    assert [k for k, _ in out[4]["flags"]] == ["salvaged", "truncated", "reask"] and out[4]["request"] is None
