@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import logging
 import math
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -44,9 +46,11 @@ from backends.errors import (
     MissingAPIKey,
     RequestTimeout,
     RunHalted,
+    ServerNotListening,
     TransportError,
     UnpricedModel,
     http_error,
+    not_listening,
     redact,
 )
 from backends.pricing import PriceTable, cost_usd
@@ -475,7 +479,8 @@ class Provider:
                 wait = self.retry.delay(retry, error, self._rng)
                 retry += 1
                 books.add("retries")
-                log.warning("%s: %s; retry %d/%d in %.2f s", self.name, error, retry,
+                # (every error's message starts with the provider's name already)
+                log.warning("%s; retry %d/%d in %.2f s", error, retry,
                             self.retry.max_retries, wait)
                 await self.halt.sleep(wait)
         finally:
@@ -526,6 +531,8 @@ class Provider:
             msg = f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s"
             return RequestTimeout(msg), time.perf_counter() - start
         except (aiohttp.ClientError, OSError) as exc:
+            if self.preset.local and refused(exc):
+                return ServerNotListening(not_listening(self.base_url, self.preset.server)), time.perf_counter() - start
             detail = redact(str(exc) or type(exc).__name__, key)
             msg = f"{self.name}: connection to {self._host} failed: {type(exc).__name__}: {detail}"
             return TransportError(msg), time.perf_counter() - start
@@ -564,6 +571,19 @@ class Provider:
             except RuntimeError:
                 pass
         self._state = None
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refusal: nothing listens at the address.
+
+    With several addresses for one host (``localhost``: ::1 and 127.0.0.1), asyncio
+    joins the failures into one OSError without an errno; all of them must be refusals.
+    """
+    err = getattr(exc, "os_error", exc)  # aiohttp's ClientConnectorError wraps the OSError
+    if isinstance(err, ConnectionRefusedError):
+        return True
+    codes = re.findall(r"\[Errno (\d+)\]", str(err)) if isinstance(err, OSError) else []
+    return bool(codes) and all(int(c) == errno.ECONNREFUSED for c in codes)
 
 
 def _status_args(error: BackendError) -> tuple[Any, ...]:

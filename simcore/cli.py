@@ -26,7 +26,13 @@ from typing import Any, Mapping, NoReturn, Sequence
 
 from backends.cassette import check_cassette
 from backends.errors import BackendConfigError
-from backends.registry import BACKENDS, BackendSpec, add_backend_args, spec_from_args
+from backends.registry import (
+    BACKENDS,
+    BackendSpec,
+    add_backend_args,
+    check_servers,
+    spec_from_args,
+)
 from simcore.config import (
     Config,
     ConfigError,
@@ -36,6 +42,7 @@ from simcore.config import (
     field_types,
 )
 from simcore.quality import summary_lines
+from simcore.records import check_out_dir
 from simcore.rng import MAX_SEED
 from simcore.scenario import Scenario
 
@@ -237,6 +244,16 @@ def backend_spec(args: argparse.Namespace) -> BackendSpec:
         raise ConfigError(str(exc)) from None
 
 
+def check_before_work(out: str | Path, spec: BackendSpec) -> None:
+    """What a run needs outside itself, checked before its first call.
+
+    The output root must take a run directory, and a local server the backend
+    names must be listening (see :func:`backends.registry.check_servers`).
+    """
+    check_out_dir(out)
+    check_servers(spec)
+
+
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
@@ -287,6 +304,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         spec = backend_spec(args)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
+        check_before_work(args.out, spec)
         trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
@@ -300,9 +318,18 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         for line in summary_lines(results.get("parse_quality", {})):
             say(line)
         if trial.status != "ok":
-            print(f"trial failed: {trial.error}", file=sys.stderr)
+            print(f"trial failed: {error_sentence(trial.error)}", file=sys.stderr)
         say(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
+
+
+def error_sentence(error: Mapping[str, Any] | None) -> str:
+    """A recorded trial error (type, message, simulated time) as one line of prose."""
+    if not error:
+        return "no error was recorded"
+    kind = error.get("type") or "error"
+    when = f" at simulated time {error['sim_time']:g}" if isinstance(error.get("sim_time"), (int, float)) else ""
+    return f"{error.get('message') or 'no message'} ({kind}{when})"
 
 
 def parse_trials(value: Any) -> int:
@@ -336,6 +363,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
+        check_before_work(args.out, spec)
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from backends.base import canonical_json
+from simcore.config import ConfigError
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PACKAGES = (
@@ -47,6 +48,34 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_out_dir(out: str | Path, field: str = "out") -> Path:
+    """Check, before any work, that run directories can be created under ``out``.
+
+    ``out`` need not exist yet; its nearest existing ancestor must be a directory
+    that we may create entries in (probed with an empty directory made and removed
+    at once, so a read-only file system counts even for root). Nothing is left behind.
+
+    Raises:
+        ConfigError: one line naming ``field``, the path and the problem.
+    """
+    out = Path(out)
+    probe_at = out
+    while not probe_at.exists():
+        if probe_at == probe_at.parent:
+            break
+        probe_at = probe_at.parent
+    if probe_at.exists() and not probe_at.is_dir():
+        what = "is a file" if probe_at == out else f"cannot be created: {str(probe_at)!r} is a file"
+        raise ConfigError(f"{field}: {str(out)!r} {what}, not a directory; give a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".simcore-probe-", dir=probe_at))
+    except OSError as exc:
+        raise ConfigError(
+            f"{field}: cannot write under {str(probe_at)!r} ({exc.strerror or exc}); give a directory you can write to"
+        ) from None
+    return out
 
 
 def write_json(path: str | Path, value: Any) -> None:

@@ -147,3 +147,41 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     proc.stdout.close()  # the reader is gone before the run prints (like `| head` having exited)
     err = proc.stderr.read().decode()
     assert proc.wait() == 0 and "BrokenPipeError" not in err and "Traceback" not in err
+
+
+def test_an_out_path_that_is_a_file_fails_before_any_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for out, needle in ((blocker, "is a file, not a directory"), (blocker / "sub", "cannot be created")):
+        res = run_cli("--out", str(out), cwd=tmp_path)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr.startswith("error: out: ") and needle in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] and blocker.read_text() == "x"
+
+
+def test_an_unwritable_out_path_fails_before_any_work(tmp_path, monkeypatch):
+    from simcore.config import ConfigError
+    from simcore.records import check_out_dir
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("simcore.records.tempfile.mkdtemp", refuse)
+    with pytest.raises(ConfigError, match=r"^out: cannot write under .*\(Permission denied\)"):
+        check_out_dir(tmp_path / "runs")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_read_only_file_system_fails_before_any_work(tmp_path):
+    import os
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(dir="/sys"))
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    res = run_cli("--out", "/sys/simcore-runs", cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == "" and not any(tmp_path.iterdir())
+    assert res.stderr.startswith("error: out: cannot write under '/sys'") and res.stderr.count("\n") == 1

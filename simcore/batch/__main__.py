@@ -37,6 +37,7 @@ from simcore.cli import (
     parse_seed,
 )
 from simcore.config import ConfigError
+from simcore.records import check_out_dir
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
@@ -211,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(estimate_cost(plan).describe(plan.jobs))
             return 0
         out = args.out or str(default_out(plan))
+        check_out_dir(out)
         df = run_sweep(
             scenario, plan.trials, plan=plan,
             executor=args.executor, workers=_int("workers", args.workers),

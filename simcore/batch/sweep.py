@@ -18,6 +18,7 @@ from backends.errors import BackendConfigError
 from backends.registry import (
     RUN_OPTIONS,
     BackendSpec,
+    check_servers,
     check_spec,
     default_concurrency,
     missing_key,
@@ -362,6 +363,10 @@ def _check_backend(spec: BackendSpec, slots: int | None) -> None:
     env = missing_key(spec)
     if env:
         raise ConfigError(f"backend: {spec.name} needs the {env} environment variable (your API key)")
+    try:
+        check_servers(spec)
+    except BackendConfigError as exc:
+        raise ConfigError(str(exc)) from None
     cap = default_concurrency(spec)
     if slots is not None and cap < slots:
         raise ConfigError(
