@@ -33,12 +33,30 @@ PACKAGES = (
 )
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc/self/status).
+
+    Files and directories made through temporary names (mkstemp, mkdtemp) get
+    their modes from this, as if they had been created directly.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a plain open() would not
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()
@@ -116,6 +134,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
+        os.chmod(stage, 0o777 & ~current_umask())  # mkdtemp makes 0700; a plain mkdir would not
         yield stage
         os.replace(stage, final)
     except BaseException:

@@ -47,7 +47,11 @@ from simcore.perturbation.pairs import (
     rerun_divergence,
     run_seed,
 )
-from simcore.perturbation.results import PerturbationResults, format_cell
+from simcore.perturbation.results import (
+    PerturbationResults,
+    format_cell,
+    perturbation_label,
+)
 from simcore.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.runner import close_backend, scenario_backend, write_run
 from simcore.scenario import Scenario
@@ -221,7 +225,7 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
         bar = "!" * 78
         lines += [bar, f"WARNING: {w}", bar]
     summ = res.summary()
-    labels = {p: f"P{i}" for i, p in enumerate(res.perturbations)}
+    labels = {p: perturbation_label(i) for i, p in enumerate(res.perturbations)}
     lines.append(f"perturbation study of {res.definition['scenario']}: {len(res.pairs)} pairs")
     for p, label in labels.items():
         lines.append(f"  {label} = {p}")
