@@ -333,15 +333,15 @@ def error_sentence(error: Mapping[str, Any] | None) -> str:
 
 
 def parse_trials(value: Any) -> int:
-    """Validate ``--trials``: an integer from 1 to MAX_TRIALS."""
-    from simcore.counterfactual import MAX_TRIALS
+    """Validate ``--trials``: an integer from MIN_TRIALS to MAX_TRIALS (the HTTP API's range too)."""
+    from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
 
     try:
         n = int(value)
     except (TypeError, ValueError):
         n = 0
-    if str(value).strip() != str(n) or not 1 <= n <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from 1 to {MAX_TRIALS}, got {value!r}")
+    if str(value).strip() != str(n) or not MIN_TRIALS <= n <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from {MIN_TRIALS} to {MAX_TRIALS}, got {value!r}")
     return n
 
 
@@ -355,9 +355,16 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         if getattr(args, name, None) is not None:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{name}: set per arm by --counterfactual/--trials; drop {flag}")
+        if args.counterfactual and args.trials is not None:
+            raise ConfigError("trials: --counterfactual runs one pair on one seed and --trials N runs a Monte "
+                              "Carlo; give one of them")
         seed = parse_seed(args.seed)
         n_trials = None if args.trials is None else parse_trials(args.trials)
         config = resolve_config(scenario.config_type, args)
+        if getattr(config, "metrics", True) is False:  # a scenario whose metrics can be switched off
+            mode = "--counterfactual" if n_trials is None else "--trials N"
+            raise ConfigError(f"metrics: {mode} compares the arms' metrics and --no-metrics computes none, "
+                              "so every statistic would be n/a; drop --no-metrics")
         spec = backend_spec(args)
         arms = arm_configs(scenario, config)
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)

@@ -185,3 +185,11 @@ def test_a_read_only_file_system_fails_before_any_work(tmp_path):
     res = run_cli("--out", "/sys/simcore-runs", cwd=tmp_path)
     assert res.returncode == 2 and res.stdout == "" and not any(tmp_path.iterdir())
     assert res.stderr.startswith("error: out: cannot write under '/sys'") and res.stderr.count("\n") == 1
+
+
+def test_a_mistyped_scenario_module_lists_the_scenarios(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "scenarios.context_corosion"], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "did you mean context_corrosion?" in res.stderr
+    assert "veil_of_ignorance" in res.stderr and "llm_auction" in res.stderr

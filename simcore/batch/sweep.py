@@ -492,6 +492,6 @@ def _cpu_count() -> int:
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled or total == 0:
         return None
-    from tqdm import tqdm
+    from simcore.progress import progress_bar
 
-    return tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    return progress_bar(total, desc="sweep", unit="trial", dynamic_ncols=True, smoothing=0.1)

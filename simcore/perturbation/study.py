@@ -19,7 +19,6 @@ the perturbations) and the noise-floor re-runs, and measures every pair.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +51,7 @@ from simcore.perturbation.results import (
     format_cell,
     perturbation_label,
 )
+from simcore.progress import progress_bar
 from simcore.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.runner import close_backend, scenario_backend, write_run
 from simcore.scenario import Scenario
@@ -130,10 +130,8 @@ async def run_study_async(
     views = StudyBackend(spec, backend)
     bar = None
     if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(seeds) * (1 + len(specs) + noise_runs), unit="run", file=sys.stderr,
-                   desc="perturbation study", dynamic_ncols=True)
+        bar = progress_bar(len(seeds) * (1 + len(specs) + noise_runs), desc="perturbation study", unit="run",
+                           dynamic_ncols=True)
     start = time.perf_counter()
     try:
         runs = list(await asyncio.gather(*(
