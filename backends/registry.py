@@ -212,14 +212,18 @@ def check_servers(spec: BackendSpec, timeout_s: float = 3.0) -> None:
 def price_table(spec: BackendSpec) -> PriceTable:
     """The run's prices: the built-in table, ``--prices``, and free local models.
 
-    Calls answered by the stub or by a local server (llama.cpp, Ollama, vLLM)
-    cost nothing, whatever the model is called.
+    Calls to a local server (llama.cpp, Ollama, vLLM) cost nothing. On the stub, a
+    call under a real model's name (``--backend stub --model gpt-4.1-mini``, or a
+    config that names models) is priced as that model would charge, so stub runs
+    and dry runs show what the run would cost; only the model ``stub`` is free.
     """
 
     def free(model: str) -> bool:
-        if spec.name == "stub":
+        if model == "stub" or model.startswith("stub:"):
             return True
         preset, _ = split_model(model, spec.name)
+        if preset == "stub":  # the stub answering under a real model's name
+            return False
         return PRESETS[preset].local if preset in PRESETS else False
 
     return PriceTable.load(spec.options.get("prices"), free)
