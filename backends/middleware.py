@@ -31,10 +31,8 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from backends.base import Backend, LLMRequest, LLMResponse, Usage
 from backends.breaker import BreakerPolicy, BreakerState, CircuitBreaker
@@ -63,6 +61,9 @@ from backends.providers import (
     parse_response,
     split_model,
 )
+
+if TYPE_CHECKING:  # aiohttp itself is imported where a request is sent
+    import aiohttp
 
 log = logging.getLogger("simcore.backends")
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -357,6 +358,8 @@ class _LoopState:
         self.max_concurrency = limits.max_concurrency
 
     def http(self) -> aiohttp.ClientSession:
+        import aiohttp  # here, not at the top: runs on the stub never load it (~0.3 s)
+
         if self.session is None or self.session.closed:
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_concurrency, limit_per_host=0),
@@ -530,7 +533,7 @@ class Provider:
         except TimeoutError:
             msg = f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s"
             return RequestTimeout(msg), time.perf_counter() - start
-        except (aiohttp.ClientError, OSError) as exc:
+        except (_client_error(), OSError) as exc:
             if self.preset.local and refused(exc):
                 return ServerNotListening(not_listening(self.base_url, self.preset.server)), time.perf_counter() - start
             detail = redact(str(exc) or type(exc).__name__, key)
@@ -571,6 +574,12 @@ class Provider:
             except RuntimeError:
                 pass
         self._state = None
+
+
+def _client_error() -> type[Exception]:
+    import aiohttp
+
+    return aiohttp.ClientError
 
 
 def refused(exc: BaseException) -> bool:
