@@ -332,16 +332,22 @@ def error_sentence(error: Mapping[str, Any] | None) -> str:
     return f"{error.get('message') or 'no message'} ({kind}{when})"
 
 
-def parse_trials(value: Any) -> int:
-    """Validate ``--trials``: an integer from MIN_TRIALS to MAX_TRIALS (the HTTP API's range too)."""
+def parse_trials(value: Any, minimum: int | None = None) -> int:
+    """Validate ``--trials``: an integer from ``minimum`` to MAX_TRIALS.
+
+    ``minimum`` defaults to MIN_TRIALS, the range of a Monte Carlo here and in the
+    HTTP API; a command whose single trial is a comparison in itself (llm_auction's
+    ``compare``, all mechanisms on one seed) passes 1.
+    """
     from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
 
+    low = MIN_TRIALS if minimum is None else minimum
     try:
         n = int(value)
     except (TypeError, ValueError):
-        n = 0
-    if str(value).strip() != str(n) or not MIN_TRIALS <= n <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from {MIN_TRIALS} to {MAX_TRIALS}, got {value!r}")
+        n = low - 1
+    if str(value).strip() != str(n) or not low <= n <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from {low} to {MAX_TRIALS}, got {value!r}")
     return n
 
 

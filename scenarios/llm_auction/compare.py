@@ -286,7 +286,7 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     try:
         seed = parse_seed(args.seed)
-        n = parse_trials(args.trials)
+        n = parse_trials(args.trials, minimum=1)  # one seed: every mechanism on the same vignettes
         mechanisms = parse_mechanisms(args.mechanisms)
         if args.mechanism is not None:
             raise ConfigError("mechanism: compare runs several mechanisms; use --mechanisms")
