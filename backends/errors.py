@@ -9,6 +9,7 @@ replay with the same type name and text (the trace records both).
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from backends.base import BackendError
 
@@ -27,6 +28,7 @@ __all__ = [
     "RequestTimeout",
     "RunHalted",
     "ServerError",
+    "ServerNotListening",
     "TransportError",
     "UnpricedModel",
     "error_from_record",
@@ -62,6 +64,15 @@ class TransportError(BackendError):
     """The connection failed: refused, reset or dropped before a full response."""
 
     retryable = True
+
+
+class ServerNotListening(TransportError):
+    """A local server (Ollama, llama.cpp, vLLM) refused the connection: it is not running.
+
+    Not retried: a server that is not started does not start itself in the next seconds.
+    """
+
+    retryable = False
 
 
 class RequestTimeout(TransportError):
@@ -136,7 +147,7 @@ _BY_NAME: dict[str, type[BackendError]] = {
     for cls in (
         BackendError, TransportError, RequestTimeout, MalformedResponse, HTTPStatusError,
         RateLimited, ServerError, AuthenticationError, BadRequest, MissingAPIKey,
-        BudgetExceeded, UnpricedModel, CassetteMiss, RunHalted,
+        BudgetExceeded, UnpricedModel, CassetteMiss, RunHalted, ServerNotListening,
     )
 }
 
@@ -154,6 +165,13 @@ def http_error(status: int, message: str, retry_after: float | None = None) -> H
     else:
         cls = BadRequest
     return cls(message, status, retry_after)
+
+
+def not_listening(url: str, server: str | None) -> str:
+    """The one sentence for a local server that refuses connections."""
+    parts = urlsplit(url)
+    where = f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+    return f"nothing is listening at {where}: is {server or 'the server'} running?"
 
 
 def error_from_record(type_name: str, message: str) -> BackendError:

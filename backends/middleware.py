@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
 import logging
 import math
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from backends.base import Backend, LLMRequest, LLMResponse, Usage
 from backends.breaker import BreakerPolicy, BreakerState, CircuitBreaker
@@ -44,9 +44,11 @@ from backends.errors import (
     MissingAPIKey,
     RequestTimeout,
     RunHalted,
+    ServerNotListening,
     TransportError,
     UnpricedModel,
     http_error,
+    not_listening,
     redact,
 )
 from backends.pricing import PriceTable, cost_usd
@@ -59,6 +61,9 @@ from backends.providers import (
     parse_response,
     split_model,
 )
+
+if TYPE_CHECKING:  # aiohttp itself is imported where a request is sent
+    import aiohttp
 
 log = logging.getLogger("simcore.backends")
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -353,6 +358,8 @@ class _LoopState:
         self.max_concurrency = limits.max_concurrency
 
     def http(self) -> aiohttp.ClientSession:
+        import aiohttp  # here, not at the top: runs on the stub never load it (~0.3 s)
+
         if self.session is None or self.session.closed:
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_concurrency, limit_per_host=0),
@@ -475,7 +482,8 @@ class Provider:
                 wait = self.retry.delay(retry, error, self._rng)
                 retry += 1
                 books.add("retries")
-                log.warning("%s: %s; retry %d/%d in %.2f s", self.name, error, retry,
+                # (every error's message starts with the provider's name already)
+                log.warning("%s; retry %d/%d in %.2f s", error, retry,
                             self.retry.max_retries, wait)
                 await self.halt.sleep(wait)
         finally:
@@ -525,7 +533,9 @@ class Provider:
         except TimeoutError:
             msg = f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s"
             return RequestTimeout(msg), time.perf_counter() - start
-        except (aiohttp.ClientError, OSError) as exc:
+        except (_client_error(), OSError) as exc:
+            if self.preset.local and refused(exc):
+                return ServerNotListening(not_listening(self.base_url, self.preset.server)), time.perf_counter() - start
             detail = redact(str(exc) or type(exc).__name__, key)
             msg = f"{self.name}: connection to {self._host} failed: {type(exc).__name__}: {detail}"
             return TransportError(msg), time.perf_counter() - start
@@ -564,6 +574,25 @@ class Provider:
             except RuntimeError:
                 pass
         self._state = None
+
+
+def _client_error() -> type[Exception]:
+    import aiohttp
+
+    return aiohttp.ClientError
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refusal: nothing listens at the address.
+
+    With several addresses for one host (``localhost``: ::1 and 127.0.0.1), asyncio
+    joins the failures into one OSError without an errno; all of them must be refusals.
+    """
+    err = getattr(exc, "os_error", exc)  # aiohttp's ClientConnectorError wraps the OSError
+    if isinstance(err, ConnectionRefusedError):
+        return True
+    codes = re.findall(r"\[Errno (\d+)\]", str(err)) if isinstance(err, OSError) else []
+    return bool(codes) and all(int(c) == errno.ECONNREFUSED for c in codes)
 
 
 def _status_args(error: BackendError) -> tuple[Any, ...]:

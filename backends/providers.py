@@ -41,6 +41,7 @@ class Preset:
         token_param: Name of the completion-token cap in the OpenAI body.
         local: A server on this machine; its calls cost nothing.
         max_concurrency: Default limit on requests in flight.
+        server: What a local preset's server is called, for "is it running?" errors.
     """
 
     name: str
@@ -51,6 +52,7 @@ class Preset:
     token_param: str = "max_tokens"
     local: bool = False
     max_concurrency: int = 16
+    server: str | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -68,9 +70,9 @@ PRESETS: dict[str, Preset] = {
         # llama.cpp serves one request at a time and needs the schema inside
         # response_format (json_object alone never closes the object).
         Preset("llamacpp", "openai", "http://127.0.0.1:8080/v1", None, json_mode="json_object_schema",
-               local=True, max_concurrency=1),
-        Preset("ollama", "openai", "http://127.0.0.1:11434/v1", None, local=True, max_concurrency=4),
-        Preset("vllm", "openai", "http://127.0.0.1:8000/v1", None, local=True, max_concurrency=64),
+               local=True, max_concurrency=1, server="the llama.cpp server"),
+        Preset("ollama", "openai", "http://127.0.0.1:11434/v1", None, local=True, max_concurrency=4, server="Ollama"),
+        Preset("vllm", "openai", "http://127.0.0.1:8000/v1", None, local=True, max_concurrency=64, server="vLLM"),
         Preset("openai-compatible", "openai", None, None),
     )
 }

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from backends.base import Backend
 from backends.cassette import MODES, Cassette
-from backends.errors import BackendConfigError
-from backends.middleware import Halt, Ledger, Router
+from backends.errors import BackendConfigError, not_listening
+from backends.middleware import Halt, Ledger, Router, refused
 from backends.pricing import PriceTable
 from backends.providers import JSON_MODES, PRESETS, get_preset, split_model
 from backends.session import RunBackend, TrialBackend
@@ -179,17 +181,49 @@ def missing_key(spec: BackendSpec) -> str | None:
     return None
 
 
+def check_servers(spec: BackendSpec, timeout_s: float = 3.0) -> None:
+    """Fail at once when a local server the run needs (Ollama, llama.cpp, vLLM) is not running.
+
+    Checks the run's default preset and the preset ``--model`` names, with one TCP
+    connection each. Only a refusal counts: a slow or unresolvable host is left to
+    the run's own timeouts and retries. A cassette replayed offline needs no server.
+
+    Raises:
+        BackendConfigError: "nothing is listening at URL: is SERVER running?".
+    """
+    if spec.options.get("cassette_mode") == "replay":
+        return
+    for name in dict.fromkeys((spec.name, split_model(spec.model or "", spec.name)[0])):
+        preset = PRESETS.get(name)
+        if preset is None or not preset.local or preset.protocol == "stub":
+            continue
+        url = (spec.base_url if name == spec.name else None) or preset.base_url
+        parts = urlsplit(url or "")
+        if not parts.hostname:
+            continue
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+        except OSError as exc:
+            if refused(exc):
+                raise BackendConfigError(not_listening(url, preset.server)) from None
+
+
 def price_table(spec: BackendSpec) -> PriceTable:
     """The run's prices: the built-in table, ``--prices``, and free local models.
 
-    Calls answered by the stub or by a local server (llama.cpp, Ollama, vLLM)
-    cost nothing, whatever the model is called.
+    Calls to a local server (llama.cpp, Ollama, vLLM) cost nothing. On the stub, a
+    call under a real model's name (``--backend stub --model gpt-4.1-mini``, or a
+    config that names models) is priced as that model would charge, so stub runs
+    and dry runs show what the run would cost; only the model ``stub`` is free.
     """
 
     def free(model: str) -> bool:
-        if spec.name == "stub":
+        if model == "stub" or model.startswith("stub:"):
             return True
         preset, _ = split_model(model, spec.name)
+        if preset == "stub":  # the stub answering under a real model's name
+            return False
         return PRESETS[preset].local if preset in PRESETS else False
 
     return PriceTable.load(spec.options.get("prices"), free)

@@ -45,7 +45,14 @@ from backends.base import canonical_json
 from backends.registry import BackendSpec
 from simcore import stats
 from simcore.config import Config, ConfigError
-from simcore.records import atomic_write, code_revision, staged_dir, utc_now, write_json
+from simcore.records import (
+    atomic_write,
+    check_out_dir,
+    code_revision,
+    staged_dir,
+    utc_now,
+    write_json,
+)
 from simcore.rng import derive_seed
 from simcore.scenario import Scenario
 
@@ -371,9 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         config.replace(**dict(scenario.null.config))  # a null that does not fit the config fails here
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"out: {args.out!r} is a file, not a directory")
+        out = check_out_dir(args.out)
     except ConfigError as exc:
         fail(str(exc))
     start = time.perf_counter()

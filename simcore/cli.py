@@ -26,7 +26,13 @@ from typing import Any, Mapping, NoReturn, Sequence
 
 from backends.cassette import check_cassette
 from backends.errors import BackendConfigError
-from backends.registry import BACKENDS, BackendSpec, add_backend_args, spec_from_args
+from backends.registry import (
+    BACKENDS,
+    BackendSpec,
+    add_backend_args,
+    check_servers,
+    spec_from_args,
+)
 from simcore.config import (
     Config,
     ConfigError,
@@ -36,6 +42,7 @@ from simcore.config import (
     field_types,
 )
 from simcore.quality import summary_lines
+from simcore.records import check_out_dir
 from simcore.rng import MAX_SEED
 from simcore.scenario import Scenario
 
@@ -254,6 +261,16 @@ def model_note(config: Config, args: argparse.Namespace) -> None:
               "name none", file=sys.stderr)
 
 
+def check_before_work(out: str | Path, spec: BackendSpec) -> None:
+    """What a run needs outside itself, checked before its first call.
+
+    The output root must take a run directory, and a local server the backend
+    names must be listening (see :func:`backends.registry.check_servers`).
+    """
+    check_out_dir(out)
+    check_servers(spec)
+
+
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
@@ -305,6 +322,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         model_note(config, args)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
+        check_before_work(args.out, spec)
         trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
@@ -318,21 +336,36 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         for line in summary_lines(results.get("parse_quality", {})):
             say(line)
         if trial.status != "ok":
-            print(f"trial failed: {trial.error}", file=sys.stderr)
+            print(f"trial failed: {error_sentence(trial.error)}", file=sys.stderr)
         say(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
 
 
-def parse_trials(value: Any) -> int:
-    """Validate ``--trials``: an integer from 1 to MAX_TRIALS."""
-    from simcore.counterfactual import MAX_TRIALS
+def error_sentence(error: Mapping[str, Any] | None) -> str:
+    """A recorded trial error (type, message, simulated time) as one line of prose."""
+    if not error:
+        return "no error was recorded"
+    kind = error.get("type") or "error"
+    when = f" at simulated time {error['sim_time']:g}" if isinstance(error.get("sim_time"), (int, float)) else ""
+    return f"{error.get('message') or 'no message'} ({kind}{when})"
 
+
+def parse_trials(value: Any, minimum: int | None = None) -> int:
+    """Validate ``--trials``: an integer from ``minimum`` to MAX_TRIALS.
+
+    ``minimum`` defaults to MIN_TRIALS, the range of a Monte Carlo here and in the
+    HTTP API; a command whose single trial is a comparison in itself (llm_auction's
+    ``compare``, all mechanisms on one seed) passes 1.
+    """
+    from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
+
+    low = MIN_TRIALS if minimum is None else minimum
     try:
         n = int(value)
     except (TypeError, ValueError):
-        n = 0
-    if str(value).strip() != str(n) or not 1 <= n <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from 1 to {MAX_TRIALS}, got {value!r}")
+        n = low - 1
+    if str(value).strip() != str(n) or not low <= n <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from {low} to {MAX_TRIALS}, got {value!r}")
     return n
 
 
@@ -346,15 +379,23 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         if getattr(args, name, None) is not None:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{name}: set per arm by --counterfactual/--trials; drop {flag}")
+        if args.counterfactual and args.trials is not None:
+            raise ConfigError("trials: --counterfactual runs one pair on one seed and --trials N runs a Monte "
+                              "Carlo; give one of them")
         seed = parse_seed(args.seed)
         n_trials = None if args.trials is None else parse_trials(args.trials)
         config = resolve_config(scenario.config_type, args)
+        if getattr(config, "metrics", True) is False:  # a scenario whose metrics can be switched off
+            mode = "--counterfactual" if n_trials is None else "--trials N"
+            raise ConfigError(f"metrics: {mode} compares the arms' metrics and --no-metrics computes none, "
+                              "so every statistic would be n/a; drop --no-metrics")
         spec = backend_spec(args)
         model_note(config, args)
         arms = arm_configs(scenario, config)
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
+        check_before_work(args.out, spec)
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)

@@ -28,7 +28,6 @@ import asyncio
 import csv
 import dataclasses
 import io
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -37,6 +36,7 @@ from backends.registry import BackendSpec
 from simcore import quality, stats
 from simcore.basis import shares
 from simcore.config import Config, ConfigError
+from simcore.progress import progress_bar
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -55,6 +55,9 @@ from simcore.runner import (
 from simcore.scenario import Scenario
 
 ARMS = ("A", "B")
+# One range for --trials and the HTTP API's n_trials: a Monte Carlo of one trial
+# per arm has no spread, so none of its statistics could be computed.
+MIN_TRIALS = 2
 MAX_TRIALS = 10_000
 
 
@@ -160,8 +163,8 @@ async def run_arms_async(
     Returns:
         The summary object (also written to ``summary.json``).
     """
-    if n_trials is not None and not 1 <= n_trials <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from 1 to {MAX_TRIALS}, got {n_trials}")
+    if n_trials is not None and not MIN_TRIALS <= n_trials <= MAX_TRIALS:
+        raise ConfigError(f"trials: must be an integer from {MIN_TRIALS} to {MAX_TRIALS}, got {n_trials}")
     spec = spec or BackendSpec()
     cfg_a, cfg_b = arm_configs(scenario, config)
     mode = "counterfactual" if n_trials is None else "monte_carlo"
@@ -176,10 +179,7 @@ async def run_arms_async(
     # its budget hold for the whole group; each trial gets its own view (cassette).
     shared = None if spec.name == "stub" else scenario_backend(scenario, cfg_a, spec)
 
-    from tqdm import tqdm
-
-    bar = tqdm(total=2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial",
-               file=sys.stderr, disable=not progress)
+    bar = progress_bar(2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial", disable=not progress)
 
     loop = asyncio.get_running_loop()
     # One writer thread: run directories (plots above all) are written while the loop

@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import keyword
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from string import Template
 from typing import Sequence
 
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
+from simcore.records import staged_dir
 
 TEMPLATE = Path(__file__).parent / "templates" / "scenario"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -69,16 +67,10 @@ def create(name: str, out: str | Path = ".") -> Path:
     final = Path(out) / name
     if final.exists():
         raise ConfigError(f"out: {str(final)!r} already exists; pick another --out or name")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=final.parent))
-    try:
+    with staged_dir(final) as stage:
         for rel, text in render(name).items():
             (stage / rel).parent.mkdir(parents=True, exist_ok=True)
             (stage / rel).write_text(text)
-        os.replace(stage, final)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     return final
 
 

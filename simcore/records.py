@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from backends.base import canonical_json
+from simcore.config import ConfigError
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PACKAGES = (
@@ -32,12 +33,30 @@ PACKAGES = (
 )
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc/self/status).
+
+    Files and directories made through temporary names (mkstemp, mkdtemp) get
+    their modes from this, as if they had been created directly.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a plain open() would not
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()
@@ -47,6 +66,34 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_out_dir(out: str | Path, field: str = "out") -> Path:
+    """Check, before any work, that run directories can be created under ``out``.
+
+    ``out`` need not exist yet; its nearest existing ancestor must be a directory
+    that we may create entries in (probed with an empty directory made and removed
+    at once, so a read-only file system counts even for root). Nothing is left behind.
+
+    Raises:
+        ConfigError: one line naming ``field``, the path and the problem.
+    """
+    out = Path(out)
+    probe_at = out
+    while not probe_at.exists():
+        if probe_at == probe_at.parent:
+            break
+        probe_at = probe_at.parent
+    if probe_at.exists() and not probe_at.is_dir():
+        what = "is a file" if probe_at == out else f"cannot be created: {str(probe_at)!r} is a file"
+        raise ConfigError(f"{field}: {str(out)!r} {what}, not a directory; give a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".simcore-probe-", dir=probe_at))
+    except OSError as exc:
+        raise ConfigError(
+            f"{field}: cannot write under {str(probe_at)!r} ({exc.strerror or exc}); give a directory you can write to"
+        ) from None
+    return out
 
 
 def write_json(path: str | Path, value: Any) -> None:
@@ -87,6 +134,7 @@ def staged_dir(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
+        os.chmod(stage, 0o777 & ~current_umask())  # mkdtemp makes 0700; a plain mkdir would not
         yield stage
         os.replace(stage, final)
     except BaseException:

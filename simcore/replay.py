@@ -52,8 +52,11 @@ class ReplayResult:
     replayed: str | None = None
 
 
-async def replay_async(run_dir: str | Path) -> ReplayResult:
+async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayResult:
     """Replay the run in ``run_dir`` and compare its trace with the recorded one.
+
+    Only the trace is compared, so the scenario's analysis (embeddings, plots) is
+    skipped unless ``analysis`` asks for it (to check that it still runs).
 
     Raises:
         ConfigError: when the directory is not a run directory.
@@ -86,7 +89,8 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
             raise DamagedFile(manifest_path, f"perturbation: {exc}") from None
     backend = replay_backend(spec, run_dir, behaviour)
     try:
-        trial = await run_trial_async(scenario, config, manifest["seed"], spec, backend, intervention)
+        trial = await run_trial_async(scenario, config, manifest["seed"], spec, backend, intervention,
+                                      analyze=analysis)
     finally:
         await close_backend(backend)
     replayed_text = trial.trace.to_jsonl()
@@ -112,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("run_dir", help="a run directory (runs/<scenario>/<run-id>)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--analysis", action="store_true",
+                        help="also run the scenario's analysis (embeddings and metrics; slower), "
+                        "which the trace comparison does not need")
     args = parser.parse_args(argv)
     try:
-        result = asyncio.run(replay_async(args.run_dir))
+        result = asyncio.run(replay_async(args.run_dir, analysis=args.analysis))
     except DamagedFile as exc:
         fail(f"cannot replay: the recorded run is damaged: {exc}")
     except (ConfigError, ValueError) as exc:

@@ -132,6 +132,7 @@ async def run_trial_async(
     spec: BackendSpec | None = None,
     backend: Backend | None = None,
     intervention: Intervention | None = None,
+    analyze: bool = True,
 ) -> TrialResult:
     """Run one trial to the end and analyse it.
 
@@ -143,6 +144,9 @@ async def run_trial_async(
         backend: A ready backend to use instead of building one from ``spec``
             (shared backends are not closed here; their owner closes them).
         intervention: Perturbation hooks (see :class:`simcore.kernel.Intervention`).
+        analyze: Run the scenario's analysis (False: the trace and the usage
+            only, as a replay that compares traces needs; a scenario that runs
+            its own ``trial`` analyses regardless).
 
     Returns:
         The :class:`TrialResult`; status "error" if the run raised.
@@ -151,7 +155,7 @@ async def run_trial_async(
     if backend is None:
         owned = scenario_backend(scenario, config, spec)
         try:
-            return await run_trial_async(scenario, config, seed, spec, owned, intervention)
+            return await run_trial_async(scenario, config, seed, spec, owned, intervention, analyze)
         finally:
             await close_backend(owned)
     if scenario.trial is not None:
@@ -167,7 +171,7 @@ async def run_trial_async(
     wall = time.perf_counter() - start
     metrics_error = None
     try:
-        results = dict(scenario.analyze(world, config))
+        results = dict(scenario.analyze(world, config)) if analyze else {}
     except Exception as exc:  # noqa: BLE001
         if status == "ok":
             raise

@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
+
+# scipy.stats takes about half a second to import; a replay or a run without
+# statistics never needs it, so each function that does imports it (from cache after the first).
 
 
 def clean(values: Sequence[Any]) -> np.ndarray:
@@ -58,6 +60,8 @@ def describe(values: Sequence[Any], level: float = 0.95,
     if n == 1:
         return Summary(1, mean, None, mean, mean, None, None)
     std = float(x.std(ddof=1))
+    from scipy import stats as sps
+
     half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
     lo, hi = mean - half, mean + half
     if bounds is not None:
@@ -79,6 +83,8 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> tuple[float | 
         raise ValueError(f"proportion_ci: need 0 <= successes <= n; got {successes} of {n}")
     if n == 0:
         return None, None
+    from scipy import stats as sps
+
     z = float(sps.norm.ppf(0.5 + level / 2))
     p = successes / n
     denom = 1 + z * z / n
@@ -151,6 +157,8 @@ def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
     if x.var(ddof=1) == 0 and y.var(ddof=1) == 0:
         # Both samples constant: no test is defined; the means either match or not.
         return {"t_statistic": None, "p_value": 1.0 if x.mean() == y.mean() else 0.0}
+    from scipy import stats as sps
+
     res = sps.ttest_ind(x, y, equal_var=False)
     return {"t_statistic": _f(res.statistic), "p_value": _f(res.pvalue)}
 
@@ -165,6 +173,8 @@ def paired(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
         return {"t_statistic": None, "p_value": None, "n_pairs": len(d)}
     if d.std(ddof=1) == 0:
         return {"t_statistic": None, "p_value": 1.0 if d.mean() == 0 else 0.0, "n_pairs": len(d)}
+    from scipy import stats as sps
+
     res = sps.ttest_1samp(d, 0.0)
     return {"t_statistic": _f(res.statistic), "p_value": _f(res.pvalue), "n_pairs": len(d)}
 

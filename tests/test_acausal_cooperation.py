@@ -582,6 +582,15 @@ def test_defection_triggers_detect_previous_defection() -> None:
     assert "Previous defection" in res["pattern_analysis"]["defection_triggers"]
 
 
+def test_a_run_without_llm_players_is_not_labelled_treatment() -> None:
+    from scenarios.acausal_cooperation.analysis import report, summarize
+
+    res = run(cfg(n_agents=0, scripted="tit_for_tat,always_defect", rounds=2)).results
+    assert res["identity_insight"] is True  # the default: the insight is on, but no one reads it
+    for text in (summarize(res), report(res)):
+        assert "no LLM players" in text and "treatment" not in text
+
+
 def test_compare_reports_treatment_minus_control() -> None:
     a = [{"seed": s, "metrics": {"cooperation_rate": x}} for s, x in zip((1, 2, 3), (0.8, 0.7, 0.9))]
     b = [{"seed": s, "metrics": {"cooperation_rate": x}} for s, x in zip((1, 2, 3), (0.4, 0.35, 0.45))]

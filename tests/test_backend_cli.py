@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,25 @@ def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and done.stdout.strip().endswith("identical"), done.stderr
+
+
+@pytest.mark.parametrize("preset, server_name", [("ollama", "Ollama"), ("vllm", "vLLM"),
+                                                 ("llamacpp", "the llama.cpp server")])
+def test_a_local_server_that_is_not_running_fails_before_work(preset, server_name, capsys, tmp_path):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(SystemExit) as exc:
+        main(SCENARIO, ["--backend", preset, "--base-url", f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err == f"error: nothing is listening at http://127.0.0.1:{port}: is {server_name} running?\n"
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_trial_error_prints_as_a_sentence():
+    from simcore.cli import error_sentence
+
+    line = error_sentence({"type": "TransportError", "message": "ollama: connection failed", "sim_time": 2.5})
+    assert line == "ollama: connection failed (TransportError at simulated time 2.5)"
+    assert "{" not in line and "'type'" not in line

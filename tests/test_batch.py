@@ -276,6 +276,31 @@ def test_outputs(reference: pd.DataFrame) -> None:
     assert constant["paired_p_value"] is None and constant["paired_p_value_holm"] is None
 
 
+def test_the_printed_summary_is_a_compact_table_and_verbose_prints_the_detail(reference: pd.DataFrame) -> None:
+    from simcore.batch.report import format_summary
+
+    plan = plan_sweep(dataclasses.replace(CC, compare=None), 3, {"rounds": [1, 2]}, base=CC_BASE)
+    summary = reference.attrs["summary"]
+    text = format_summary(plan, summary)
+    lines = text.splitlines()
+    # config echoes (context_corrosion reports rounds among its metrics) are left out
+    assert "metric_rounds" in reference.columns
+    assert all("rounds" not in g["metrics"] for g in summary["groups"])
+    assert not any(line.split()[:1] == ["rounds"] for line in lines)
+    # per cell and condition: n, each metric's mean and CI
+    assert "rounds=1" in text and "biased=true (n=3)" in text and "biased=false (n=3)" in text
+    row = next(line for line in lines if line.split()[:1] == ["changed_position_count"])
+    d = summary["groups"][0]["metrics"]["changed_position_count"]
+    assert f"{d['mean']:.3g} [{d['ci_low']:.3g}, {d['ci_high']:.3g}]" in row
+    # the comparisons: difference, CI, p, Holm p, decision
+    assert sum("biased=true - biased=false (3 pairs by trial seed)" in line for line in lines) == 2
+    assert any("a - b" in line and "95% CI" in line and "Holm p" in line and "decision" in line for line in lines)
+    assert "decided by: paired t-test" in text
+    assert len(lines) < 80
+    detail = format_summary(plan, summary, verbose=True)
+    assert "ci_high" in detail and "paired_p_value_holm" in detail and len(detail.splitlines()) > len(lines)
+
+
 def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:
     df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3)
     failed = df[df["status"] == "error"]

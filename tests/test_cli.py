@@ -162,3 +162,49 @@ def test_a_config_naming_models_is_said_before_any_call_when_model_is_given(caps
     assert cli_main(SCENARIO, ["--config", "default", "--estimate"]) == 0
     assert cli_main(SCENARIO, ["--model", "mine", "--estimate"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_an_out_path_that_is_a_file_fails_before_any_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for out, needle in ((blocker, "is a file, not a directory"), (blocker / "sub", "cannot be created")):
+        res = run_cli("--out", str(out), cwd=tmp_path)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr.startswith("error: out: ") and needle in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] and blocker.read_text() == "x"
+
+
+def test_an_unwritable_out_path_fails_before_any_work(tmp_path, monkeypatch):
+    from simcore.config import ConfigError
+    from simcore.records import check_out_dir
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("simcore.records.tempfile.mkdtemp", refuse)
+    with pytest.raises(ConfigError, match=r"^out: cannot write under .*\(Permission denied\)"):
+        check_out_dir(tmp_path / "runs")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_read_only_file_system_fails_before_any_work(tmp_path):
+    import os
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(dir="/sys"))
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    res = run_cli("--out", "/sys/simcore-runs", cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == "" and not any(tmp_path.iterdir())
+    assert res.stderr.startswith("error: out: cannot write under '/sys'") and res.stderr.count("\n") == 1
+
+
+def test_a_mistyped_scenario_module_lists_the_scenarios(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "scenarios.context_corosion"], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "did you mean context_corrosion?" in res.stderr
+    assert "veil_of_ignorance" in res.stderr and "llm_auction" in res.stderr

@@ -145,8 +145,12 @@ def test_bad_trials_and_scenarios_without_an_axis():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--trials", "0"], "trials: must be an integer from 1"),
-        (["--trials", "two"], "trials: must be an integer from 1"),
+        (["--trials", "0"], "trials: must be an integer from 2"),
+        (["--trials", "1"], "trials: must be an integer from 2 to 10000"),
+        (["--trials", "two"], "trials: must be an integer from 2"),
+        (["--counterfactual", "--trials", "3"], "trials: --counterfactual runs one pair"),
+        (["--trials", "3"], "metrics: --trials N compares the arms' metrics and --no-metrics computes none"),
+        (["--counterfactual"], "metrics: --counterfactual compares"),
         (["--counterfactual", "--no-biased"], "biased: set per arm"),
         (["--counterfactual", "--rounds", "9"], "rounds: must be an integer from 1 to 5"),
     ],
@@ -163,7 +167,7 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, messag
 def test_cli_monte_carlo_json_prints_only_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "scenarios.context_corrosion", "--trials", "2", "--rounds", "1",
-         "--no-metrics", "--seed", "3", "--json", "--out", str(tmp_path)],
+         "--n-peers", "2", "--no-plots", "--seed", "3", "--json", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +178,8 @@ def test_cli_monte_carlo_json_prints_only_json(tmp_path):
 
 
 def test_cli_counterfactual_prints_a_table(tmp_path, capsys):
-    assert main(SCENARIO, ["--counterfactual", "--rounds", "1", "--no-metrics", "--out", str(tmp_path)]) == 0
+    assert main(SCENARIO, ["--counterfactual", "--rounds", "1", "--n-peers", "2", "--no-plots",
+                           "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "counterfactual: 1 trial(s) per arm" in out and "summary directory:" in out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import time
 
 import pytest
@@ -20,12 +21,13 @@ from backends.errors import (
     RequestTimeout,
     RunHalted,
     ServerError,
+    ServerNotListening,
     TransportError,
     UnpricedModel,
     redact,
 )
 from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
-from backends.middleware import RetryPolicy, TokenBucket
+from backends.middleware import RetryPolicy, TokenBucket, refused
 from backends.registry import BackendSpec, make_backend
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}, "score": {"type": "integer",
@@ -146,6 +148,41 @@ async def test_connection_refused_is_a_transport_error():
             await backend.complete(req())
     finally:
         await backend.aclose()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.asyncio
+async def test_a_local_server_that_refuses_fails_at_once_in_one_sentence():
+    port = free_port()
+    backend = make_backend(BackendSpec("ollama", "m", base_url=f"http://127.0.0.1:{port}/v1",
+                                       options={**FAST, "max_retries": 6}))
+    try:
+        with pytest.raises(ServerNotListening) as exc:
+            await backend.complete(req())
+        stats = backend.stats()["providers"]["ollama"]
+    finally:
+        await backend.aclose()
+    assert str(exc.value) == f"nothing is listening at http://127.0.0.1:{port}: is Ollama running?"
+    assert stats["attempts"] == 1 and stats["retries"] == 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[Errno 111] Connect call failed ('127.0.0.1', 1)", True),
+    ("Multiple exceptions: [Errno 111] Connect call failed ('::1', 1, 0, 0), "
+     "[Errno 111] Connect call failed ('127.0.0.1', 1)", True),
+    ("Multiple exceptions: [Errno 99] Cannot assign ('::1', 1, 0, 0), "
+     "[Errno 111] Connect call failed ('127.0.0.1', 1)", False),
+    ("timed out", False),
+])
+def test_refused_reads_joined_connection_errors(text, expected):
+    assert refused(OSError(text)) is expected
+    assert refused(ConnectionRefusedError(111, "refused")) is True
 
 
 @pytest.mark.asyncio

@@ -49,7 +49,26 @@ def test_local_presets_and_the_stub_are_free():
     assert local.lookup("gemma") == {"input": 0.0, "output": 0.0}
     assert local.lookup("openai:gpt-4.1-mini")["input"] == 0.4  # routed to a paid provider
     stub = price_table(BackendSpec("stub", "stub"))
-    assert stub.lookup("gpt-4.1") == {"input": 0.0, "output": 0.0}
+    assert stub.lookup("stub") == {"input": 0.0, "output": 0.0}
+    assert stub.lookup("gpt-4.1")["output"] == 8.0  # the stub under a real name: what the model would cost
+    assert stub.lookup("ollama:llama3") == {"input": 0.0, "output": 0.0}
+    assert price_table(BackendSpec("openai", "gpt-4.1")).lookup("stub:x") == {"input": 0.0, "output": 0.0}
     paid = price_table(BackendSpec("openai", "gpt-4.1"))
     assert paid.lookup("gpt-4.1")["output"] == 8.0 and paid.lookup("unknown") is None
     assert isinstance(paid, PriceTable) and "gpt-4.1" in paid
+
+
+def test_a_stub_run_under_a_named_model_costs_what_its_estimate_says():
+    from scenarios.context_corrosion import SCENARIO
+    from scenarios.context_corrosion.config import CorrosionConfig
+    from simcore.estimate import estimate
+    from simcore.runner import run_trial
+
+    spec = BackendSpec("stub", "gpt-4.1-mini")
+    cfg = CorrosionConfig(rounds=1, n_peers=2, metrics=False)
+    results = run_trial(SCENARIO, cfg, 5, spec).results
+    est = estimate(SCENARIO, [(cfg, 5)], spec).to_dict()
+    assert results["cost_usd"] > 0 and results["unpriced_models"] == []
+    assert results["cost_usd"] == pytest.approx(sum(m["cost_usd"] for m in est["by_model"].values()))
+    free = run_trial(SCENARIO, cfg, 5, BackendSpec()).results
+    assert free["cost_usd"] == 0.0 and free["usage"].keys() == {"stub"}

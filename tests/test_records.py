@@ -65,3 +65,21 @@ def test_failed_trial_keeps_partial_trace_and_error(tmp_path):
     assert results["status"] == "error" and results["error"]["message"]
     kinds = [json.loads(line)["kind"] for line in (run_dir / "trace.jsonl").read_text().splitlines()]
     assert "llm.error" in kinds and "llm.reply" in kinds
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_run_directories_follow_the_umask(tmp_path, mask):
+    from simcore.cli import main
+
+    old = os.umask(mask)
+    try:
+        code = main(SCENARIO, ["--rounds", "1", "--n-peers", "2", "--no-metrics", "--out", str(tmp_path / "runs")])
+    finally:
+        os.umask(old)
+    assert code == 0
+    made = list((tmp_path / "runs").rglob("*"))
+    dirs = [p for p in made if p.is_dir()]
+    files = [p for p in made if p.is_file()]
+    assert len(dirs) >= 2 and {"manifest.json", "trace.jsonl"} <= {p.name for p in files}
+    assert {oct(p.stat().st_mode & 0o777) for p in dirs} == {oct(0o777 & ~mask)}
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o666 & ~mask)}

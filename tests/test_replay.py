@@ -93,3 +93,19 @@ def test_replay_cli_exit_codes(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_replay_compares_traces_without_the_analysis_unless_asked(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    run_dir = record(tmp_path)
+    calls = []
+
+    def counting(world, config):
+        calls.append(config)
+        return SCENARIO.analyze(world, config)
+
+    monkeypatch.setattr("simcore.replay.load_scenario", lambda name: dataclasses.replace(SCENARIO, analyze=counting))
+    assert replay_main([str(run_dir)]) == 0 and calls == []
+    assert replay_main([str(run_dir), "--analysis"]) == 0 and len(calls) == 1
+    assert capsys.readouterr().out.count("identical") == 2

@@ -367,6 +367,15 @@ def analyze(world: World, cfg: AcausalConfig) -> dict[str, Any]:
     }
 
 
+def condition_label(results: dict[str, Any], short: bool = False) -> str:
+    """The run's condition in words; a run without LLM players has none (no prompt was read)."""
+    if not results["metrics"]["n_llm"]:
+        return "scripted only" if short else "no LLM players (scripted only; the insight reached no one)"
+    if results["identity_insight"]:
+        return "treatment" if short else "treatment (identical-copies insight)"
+    return "control" if short else "control (no insight)"
+
+
 def summarize(results: dict[str, Any]) -> str:
     """A few lines for the terminal; every figure says what it rests on when that is less than all."""
     m = results["metrics"]
@@ -376,10 +385,7 @@ def summarize(results: dict[str, Any]) -> str:
     def pct(key: str) -> str:
         return shown(m[key], b.get(key), ".1%")
 
-    if not m["n_llm"]:
-        arm = "no LLM players (scripted only)"
-    else:
-        arm = "treatment (identity insight)" if results["identity_insight"] else "control (no insight)"
+    arm = condition_label(results)
     score = ind["overall_score"]
     return "\n".join([
         f"acausal cooperation: {arm}, status {results['status']}",
@@ -501,7 +507,7 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         "# Acausal Cooperation Analysis",
         "",
-        f"Condition: {'treatment (identical-copies insight)' if results['identity_insight'] else 'control (no insight)'}; "
+        f"Condition: {condition_label(results)}; "
         f"power scaling {'on' if results['power_scaling'] else 'off'}; "
         f"{m['n_llm']} LLM and {m['n_scripted']} scripted players.",
         "",
@@ -552,7 +558,7 @@ def write_plots(plot_dir: Path, rounds: Sequence[dict[str, Any]], results: dict[
         atomic_write(plot_dir / name, buf.getvalue())
         return plot_dir / name
 
-    arm = "treatment" if results["identity_insight"] else "control"
+    arm = condition_label(results, short=True)
     labels = _player_labels(results["players"])
     out = []
     stats_rows = [r for r in results["round_stats"] if r["games"]]

@@ -6,7 +6,8 @@ binds 127.0.0.1:8000 by default. Endpoints:
 - ``POST /run-experiment``: one run, or a counterfactual pair
   (``run_counterfactual``); body fields ``task_id`` 0-4, ``temperature`` 0-1,
   ``rounds`` 1-5, ``biased_dominant``, ``run_counterfactual``, ``seed``.
-- ``POST /run-monte-carlo``: ``n_trials`` 2-20 per arm, arms sharing seeds;
+- ``POST /run-monte-carlo``: ``n_trials`` per arm (the range of ``--trials``:
+  ``MIN_TRIALS`` to ``MAX_TRIALS`` of :mod:`simcore.counterfactual`), arms sharing seeds;
   body fields ``task_id``, ``temperature``, ``rounds``, ``n_trials``, ``seed``.
 - ``GET /experiment/{id}``: the full log of a run (``experiment.json``) or the
   summary of a pair or Monte Carlo (``summary.json``).
@@ -60,6 +61,7 @@ from aiohttp import web
 from backends.registry import BackendSpec
 from simcore import quality
 from simcore.config import ConfigError
+from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
 from simcore.readers import OBJECT, TEXT, DamagedFile, parse_json, read_record, read_run
 from simcore.records import RUN_ID, check_run_id, new_run_id
 from simcore.rng import MAX_SEED
@@ -117,7 +119,7 @@ EXPERIMENT_FIELDS = {
     "biased_dominant": Field("bool", True),
     "run_counterfactual": Field("bool", False),
 }
-MONTE_CARLO_FIELDS = {**COMMON, "n_trials": Field("int", 5, 2, 20)}
+MONTE_CARLO_FIELDS = {**COMMON, "n_trials": Field("int", 5, MIN_TRIALS, MAX_TRIALS)}
 
 
 def parse_body(raw: bytes, fields: Mapping[str, Field]) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -105,9 +104,8 @@ async def run_comparison_async(
     progress: bool = False,
 ) -> Comparison:
     """Run every mechanism on the same trial seeds; keep the tables of the trials that finished."""
-    from tqdm import tqdm
-
     from scenarios.llm_auction import SCENARIO
+    from simcore.progress import progress_bar
     from simcore.runner import close_backend, run_trial_async, scenario_backend
 
     spec = spec or BackendSpec()
@@ -116,8 +114,7 @@ async def run_comparison_async(
     # One real backend for all trials, so its concurrency and rate limits and its
     # budget hold for the whole comparison, and a missing key fails before any trial.
     shared = None if spec.name == "stub" else scenario_backend(SCENARIO, cfg, spec)
-    bar = tqdm(total=len(jobs), desc="llm_auction compare", unit="trial",
-               disable=not progress, file=sys.stderr)
+    bar = progress_bar(len(jobs), desc="llm_auction compare", unit="trial", disable=not progress)
 
     async def one(s: int, m: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         mcfg = cfg.replace(mechanism=m)
@@ -289,7 +286,7 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     try:
         seed = parse_seed(args.seed)
-        n = parse_trials(args.trials)
+        n = parse_trials(args.trials, minimum=1)  # one seed: every mechanism on the same vignettes
         mechanisms = parse_mechanisms(args.mechanisms)
         if args.mechanism is not None:
             raise ConfigError("mechanism: compare runs several mechanisms; use --mechanisms")

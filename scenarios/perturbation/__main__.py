@@ -26,6 +26,7 @@ from simcore.cli import (
     add_common_args,
     add_config_args,
     backend_spec,
+    check_before_work,
     fail,
     parse_seed,
     print_estimate,
@@ -183,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("upper bound: every run counted in full (prefix reuse saves the perturbed runs' "
                   "calls before the perturbation point)", file=sys.stderr)
             return print_estimate(scenario, runs, spec, as_json=args.json)
+        check_before_work(args.out, spec)
         study = run_study(scenario, config, args.perturb, pairs=pairs, seed=seed, noise_floor=noise,
                           spec=spec, reuse=args.reuse, progress=not args.no_progress and not args.json)
     except (ConfigError, BackendConfigError) as exc:

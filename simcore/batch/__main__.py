@@ -37,6 +37,7 @@ from simcore.cli import (
     parse_seed,
 )
 from simcore.config import ConfigError
+from simcore.records import check_out_dir
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
@@ -108,6 +109,9 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
     o.add_argument("--dry-run", action="store_true",
                    help="validate, print the plan and the cost estimate, write nothing")
     o.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    o.add_argument("--verbose", "-v", action="store_true",
+                   help="print the full detail (every summary column and comparison field) instead of the "
+                   "compact table; the files hold it either way")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--no-plot", action="store_true", help="skip plots/metrics.png")
     add_backend_args(parser, sweep=True)
@@ -211,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(estimate_cost(plan).describe(plan.jobs))
             return 0
         out = args.out or str(default_out(plan))
+        check_out_dir(out)
         df = run_sweep(
             scenario, plan.trials, plan=plan,
             executor=args.executor, workers=_int("workers", args.workers),
@@ -232,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     else:
-        print(format_summary(plan, summary))
+        print(format_summary(plan, summary, verbose=args.verbose))
         print()
         for name, path in summary["files"].items():
             print(f"{name}: {path}")

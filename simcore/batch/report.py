@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 from pathlib import Path
@@ -93,11 +94,17 @@ def build_table(
     return pd.DataFrame(rows, columns=columns)
 
 
-def metric_columns(df: pd.DataFrame) -> list[str]:
-    """The numeric metric columns of a results table."""
+def metric_columns(df: pd.DataFrame, plan: SweepPlan | None = None) -> list[str]:
+    """The numeric metric columns of a results table that summaries and plots use.
+
+    With ``plan``, metrics that echo a config field (context_corrosion reports
+    ``rounds``, say) are left out: they restate the setup, and a plot of ``rounds``
+    against ``rounds`` says nothing. They stay in results.csv.
+    """
+    echoes = set() if plan is None else {METRIC_PREFIX + f.name for f in dataclasses.fields(plan.scenario.config_type)}
     return [
         c for c in df.columns
-        if c.startswith(METRIC_PREFIX) and pd.api.types.is_numeric_dtype(df[c])
+        if c.startswith(METRIC_PREFIX) and c not in echoes and pd.api.types.is_numeric_dtype(df[c])
     ]
 
 
@@ -125,7 +132,7 @@ def _describe(plan: SweepPlan, column: pd.Series) -> stats.Summary:
 
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
     """Per-cell, per-condition descriptive statistics and condition comparisons."""
-    metrics = metric_columns(df)
+    metrics = metric_columns(df, plan)
     groups = []
     for (cell, condition), sub in df.groupby(["cell", "condition"], sort=False):
         ok = sub[sub["status"] == "ok"]
@@ -261,7 +268,7 @@ def write_outputs(plan: SweepPlan, df: pd.DataFrame, summary: Mapping[str, Any],
     atomic_write(files["results_csv"], df.to_csv(index=False))
     atomic_write(files["results_parquet"], df.to_parquet(index=False))
     atomic_write(files["summary_csv"], summary_frame(plan, summary).to_csv(index=False))
-    if plot and metric_columns(df) and (df["status"] == "ok").any():
+    if plot and metric_columns(df, plan) and (df["status"] == "ok").any():
         files["plot"] = sweep_dir / "plots" / "metrics.png"
         plot_metrics(plan, summary, files["plot"])
     out = {k: str(v) for k, v in files.items()}
@@ -298,7 +305,9 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
     pos = {x: (x if numeric else i) for i, x in enumerate(xs)}
     ncols = min(3, max(1, len(metrics)))
     nrows = math.ceil(len(metrics) / ncols)
-    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows))
+    # Constrained layout leaves room for the figure title above the panels' titles
+    # (tight_layout ignores a suptitle, which then overlapped the first row).
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     lines = list(dict.fromkeys(line(g) for g in groups))
     offsets = {name: 0.0 for name in lines}
@@ -320,7 +329,7 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
                         linestyle="-" if xname is not None else "none", label=name or None)
         ax.set_title(metric)
         ax.set_xlabel(xname or "condition")
-        ax.set_ylabel(f"{metric} (mean, 95% CI)")
+        ax.set_ylabel("mean, 95% CI")
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=20 if len(xs) > 3 else 0)
             ax.set_xlim(-0.5, len(xs) - 0.5)
@@ -336,7 +345,6 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
         f"{plan.scenario.name} sweep {plan.sweep_id}: up to {plan.trials} trials per point"
         + (f" ({fixed})" if fixed else "")
     )
-    fig.tight_layout()
     save_figure(fig, path)
 
 
@@ -360,34 +368,131 @@ def format_failures(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def format_summary(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
-    """The printed report: status counts, the per-cell table, the comparisons, the
-    failed trials by kind and the command that finishes the sweep."""
-    lines = [
+def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = False) -> str:
+    """The printed report: status counts, each metric's mean and 95% CI per cell and
+    condition, the comparisons (difference, CI, p, Holm p, decision, interpretation),
+    the failed trials by kind and the command that finishes the sweep.
+
+    ``verbose`` prints the full detail instead (every column of summary.csv and
+    every field of each comparison), as the files hold it.
+    """
+    if verbose:
+        return format_details(plan, summary)
+    lines = [_headline(summary)]
+    lines += _means_table(plan, summary)
+    lines += _comparison_lines(summary)
+    lines += format_failures(summary)
+    if summary.get("parse_quality"):
+        lines += [""] + quality.summary_lines(summary["parse_quality"])
+    return "\n".join(lines)
+
+
+def _headline(summary: Mapping[str, Any]) -> str:
+    return (
         f"sweep {summary['sweep_id']} ({summary['scenario']}): {summary['n_planned']} trials planned, "
         + ", ".join(f"{summary['n_' + s]} {s}" for s in STATUSES if summary["n_" + s] or s == "ok")
-        + f"; tokens {summary['tokens']:,}, cost ${summary['cost_usd']:.4f}",
-        "",
-    ]
+        + f"; tokens {summary['tokens']:,}, cost ${summary['cost_usd']:.4f}"
+    )
+
+
+def _num(x: Any, spec: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _cell_name(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "all trials"
+
+
+def _means_table(plan: SweepPlan, summary: Mapping[str, Any]) -> list[str]:
+    """Per cell: one row per metric, one column per condition: ``mean [CI low, CI high]``."""
+    groups = summary["groups"]
+    metrics = list(groups[0]["metrics"]) if groups else []
+    if not metrics:
+        return []
+    width = max(len(m) for m in metrics) + 4
+    lines = ["", "mean [95% CI] per cell and condition (n: trials that finished ok):"]
+    cells = list(dict.fromkeys(g["cell"] for g in groups))
+    for cell in cells:
+        row = [g for g in groups if g["cell"] == cell]
+        heads = [("trials" if g["condition"] == NO_CONDITION else g["condition"]) + f" (n={g['n']})" for g in row]
+        texts = [[f"{_num(d['mean'])} [{_num(d['ci_low'])}, {_num(d['ci_high'])}]"
+                  if d["mean"] is not None else "n/a" for d in (g["metrics"][m] for m in metrics)] for g in row]
+        cols = [max(len(h), *(len(t) for t in col)) + 2 for h, col in zip(heads, texts)]
+        lines.append(f"{_cell_name(row[0]['params']):<{width}}" + "".join(f"{h:<{w}}" for h, w in zip(heads, cols)))
+        for i, metric in enumerate(metrics):
+            lines.append(f"  {metric:<{width - 2}}" + "".join(f"{col[i]:<{w}}" for col, w in zip(texts, cols)))
+    return [line.rstrip() for line in lines]
+
+
+def comparison_entries(comparison: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+    """The per-metric entries of a comparison's result and its interpretation, for the
+    scenario's own comparison (a ``difference_summary``) and the generic one alike."""
+    result = comparison.get("result") or {}
+    diff = result.get("difference_summary", result)
+    entries = {k: v for k, v in diff.items() if isinstance(v, Mapping) and "delta_mean" in v}
+    interpretation = diff.get("interpretation")
+    return entries, interpretation if isinstance(interpretation, str) else None
+
+
+def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Each comparison: difference a - b, its 95% CI, p, Holm p and the decision, per metric."""
+    lines: list[str] = []
+    for c in summary["comparisons"]:
+        head = f"{_cell_name(c['params'])}: {c['a']} - {c['b']} ({c['n_pairs']} pairs by trial seed)"
+        if "error" in c:
+            lines += ["", head, f"  the comparison failed: {c['error']}"]
+            continue
+        entries, interpretation = comparison_entries(c)
+        if not entries:
+            continue
+        width = max(len(m) for m in entries) + 2
+        lines += ["", head,
+                  f"  {'metric':<{width}}{'a - b':>9}  {'95% CI':<20}{'p':>8}{'Holm p':>8}  decision"]
+        rule = None
+        for metric, d in entries.items():
+            rule = rule or d.get("decided_by")
+            p = d.get("paired_p_value", d.get("p_value"))
+            verdict = {True: "significant", False: "-"}.get(d.get("significant"), "not tested")
+            if d.get("equal_in_every_pair"):
+                verdict = "not tested (equal in every pair)"
+            ci = f"[{_num(d.get('ci95_low'), '+.3g')}, {_num(d.get('ci95_high'), '+.3g')}]"
+            notes = []
+            left_out = (d.get("n_undefined_a") or 0) + (d.get("n_undefined_b") or 0)
+            if left_out:
+                notes.append(f"{left_out} trials without readable data left out")
+            if (d.get("calibration") or {}).get("confounded"):
+                notes.append("CONFOUNDED UNDER THE NULL")
+            lines.append(
+                f"  {metric:<{width}}{_num(d.get('delta_mean'), '+.3g'):>9}  {ci:<20}{_num(p, '.2g'):>8}"
+                f"{_num(stats.decision_p(d), '.2g'):>8}  {verdict}" + (f" ({'; '.join(notes)})" if notes else "")
+            )
+        if rule:
+            lines.append(f"  decided by: {rule}")
+        if interpretation:
+            lines.append(f"  {interpretation}")
+    return lines
+
+
+def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
+    """The full report (``--verbose``): the long summary table, every generic comparison
+    column and every field of the scenario's own comparisons."""
+    lines = [_headline(summary), ""]
     table = summary_frame(plan, summary)
     if not table.empty:
         lines.append(table.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     comps = comparison_frame(plan, summary)
     if not comps.empty:
-        shown = ("metric", "n_pairs", "mean_a", "mean_b", "delta_mean", "ci95_low", "ci95_high",
-                 "paired_p_value", "paired_p_value_holm", "cohen_d")
-        cols = [c for c in comps.columns if c in shown or c in (*(n for n, _ in plan.grid), "a", "b")]
         lines += ["", "comparisons (a - b, paired by trial seed):",
-                  comps[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+                  comps.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}")]
     for c in summary["comparisons"]:
         if c["method"] != "scenario":
             continue
-        where = ", ".join(f"{k}={v}" for k, v in c["params"].items()) or "all"
-        lines += ["", f"{plan.scenario.name} comparison, cell {where}: {c['a']} vs {c['b']} ({c['n_pairs']} pairs)"]
+        lines += ["", f"{plan.scenario.name} comparison, cell {_cell_name(c['params'])}: {c['a']} vs {c['b']} "
+                  f"({c['n_pairs']} pairs)"]
         if "error" in c:
             lines.append(f"  failed: {c['error']}")
         else:
-            lines += [f"  {k}: {v}" for k, v in _flatten(c["result"])][:40]
+            lines += [f"  {k}: {v}" for k, v in _flatten(c["result"])]
     lines += format_failures(summary)
     if summary.get("parse_quality"):
         lines += [""] + quality.summary_lines(summary["parse_quality"])

@@ -18,6 +18,7 @@ from backends.errors import BackendConfigError
 from backends.registry import (
     RUN_OPTIONS,
     BackendSpec,
+    check_servers,
     check_spec,
     default_concurrency,
     missing_key,
@@ -362,6 +363,10 @@ def _check_backend(spec: BackendSpec, slots: int | None) -> None:
     env = missing_key(spec)
     if env:
         raise ConfigError(f"backend: {spec.name} needs the {env} environment variable (your API key)")
+    try:
+        check_servers(spec)
+    except BackendConfigError as exc:
+        raise ConfigError(str(exc)) from None
     cap = default_concurrency(spec)
     if slots is not None and cap < slots:
         raise ConfigError(
@@ -487,6 +492,6 @@ def _cpu_count() -> int:
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled or total == 0:
         return None
-    from tqdm import tqdm
+    from simcore.progress import progress_bar
 
-    return tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    return progress_bar(total, desc="sweep", unit="trial", dynamic_ncols=True, smoothing=0.1)

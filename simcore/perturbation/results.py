@@ -202,10 +202,10 @@ class PerturbationResults:
             "Perturbations:",
             "",
         ]
-        lines += [f"- **P{i}** `{p}`" for i, p in enumerate(self.perturbations)]
+        lines += [f"- **{perturbation_label(i)}** `{p}`" for i, p in enumerate(self.perturbations)]
         summ = self.summary()
         if len(summ):
-            summ = summ.assign(perturbation=[f"P{i}" for i in range(len(summ))])
+            summ = summ.assign(perturbation=[perturbation_label(i) for i in range(len(summ))])
             cols = ["perturbation", "n_pairs", "n_applied", "mean_d_norm", "mean_t_star_norm", "answer_changed_rate",
                     "recovery_rate", "token_overhead", "n_within_noise_floor", "live_calls", "reused_calls"]
             lines += ["", "## Summary", "", _md_table(summ[cols]), "", "Manifestations (pairs per category):", ""]
@@ -223,7 +223,7 @@ class PerturbationResults:
         cols = ["perturbation", "seed", "applied", "d_norm", "t_star_norm", "reroutes", "early_termination",
                 "extended_execution", "answer_changed", "answer_null", "manifestation", "token_overhead",
                 "within_noise_floor"]
-        label = {p: f"P{i}" for i, p in enumerate(self.perturbations)}
+        label = {p: perturbation_label(i) for i, p in enumerate(self.perturbations)}
         lines += [_md_table(self.pairs[cols].assign(perturbation=self.pairs["perturbation"].map(label))), ""]
         lines += ["Metric definitions: docs/perturbation.md in the simcore repository.", ""]
         return "\n".join(lines)
@@ -309,6 +309,15 @@ def format_cell(v: Any) -> str:
     return str(v).replace("|", "\\|")
 
 
+def perturbation_label(i: int) -> str:
+    """The short name of the ``i``-th perturbation (from 0) in tables and plots: ``#1``, ``#2``, ...
+
+    ``#`` starts no agent's name, so a label never reads as an agent (``P1`` would,
+    in context_corrosion).
+    """
+    return f"#{i + 1}"
+
+
 def _md_table(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
@@ -320,7 +329,8 @@ def _md_table(df: pd.DataFrame) -> str:
 
 def _label(i: int, spec: str, width: int = 38) -> str:
     short = spec if len(spec) <= 2 * width else spec[: 2 * width - 3] + "..."
-    return f"P{i}: " + "\n".join(textwrap.wrap(short, width)) if short else f"P{i}"
+    label = perturbation_label(i)
+    return f"{label}: " + "\n".join(textwrap.wrap(short, width)) if short else label
 
 
 def _figure(n_rows: int, width: float = 8.5):

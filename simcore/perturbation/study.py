@@ -19,7 +19,6 @@ the perturbations) and the noise-floor re-runs, and measures every pair.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,12 @@ from simcore.perturbation.pairs import (
     rerun_divergence,
     run_seed,
 )
-from simcore.perturbation.results import PerturbationResults, format_cell
+from simcore.perturbation.results import (
+    PerturbationResults,
+    format_cell,
+    perturbation_label,
+)
+from simcore.progress import progress_bar
 from simcore.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.runner import close_backend, scenario_backend, write_run
 from simcore.scenario import Scenario
@@ -126,10 +130,8 @@ async def run_study_async(
     views = StudyBackend(spec, backend)
     bar = None
     if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(seeds) * (1 + len(specs) + noise_runs), unit="run", file=sys.stderr,
-                   desc="perturbation study", dynamic_ncols=True)
+        bar = progress_bar(len(seeds) * (1 + len(specs) + noise_runs), desc="perturbation study", unit="run",
+                           dynamic_ncols=True)
     start = time.perf_counter()
     try:
         runs = list(await asyncio.gather(*(
@@ -221,7 +223,7 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
         bar = "!" * 78
         lines += [bar, f"WARNING: {w}", bar]
     summ = res.summary()
-    labels = {p: f"P{i}" for i, p in enumerate(res.perturbations)}
+    labels = {p: perturbation_label(i) for i, p in enumerate(res.perturbations)}
     lines.append(f"perturbation study of {res.definition['scenario']}: {len(res.pairs)} pairs")
     for p, label in labels.items():
         lines.append(f"  {label} = {p}")
