@@ -132,23 +132,27 @@ class LLMAgent(mesa.Agent):
         messages = (ChatMessage("system", system), ChatMessage("user", user)) if system else (
             ChatMessage("user", user),
         )
-        meta = {"agent": self.name, "scenario": self.world.scenario, "phase": phase, **fields}
+        world = self.world
+        meta = {"agent": self.name, "scenario": world.scenario, "phase": phase, **fields}
+        if phase:
+            fields = {"phase": phase, **fields}
         request = LLMRequest(
             model=self.model_name,
             messages=messages,
             max_tokens=max_tokens or self.max_output_tokens,
             temperature=self.temperature,
-            seed=self.world.seed,
+            seed=world.seed,
             schema=None if schema is None else json_schema(schema),
             metadata=meta,
         )
-        call = self.world.request(
-            self, request, schema, {"phase": phase, **fields} if phase else fields, allowed,
-            instruction=f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
+        # ``fields`` is this call's own dict (the keyword arguments), so no copy is needed.
+        call = world._request(
+            self, request, schema, fields, allowed, None,
+            f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
         )
-        if schema is None or self.world.reask <= 0:
+        if schema is None or world.reask <= 0:
             return call
-        return self.world.process(self._reasking(call))
+        return world.process(self._reasking(call))
 
     def _reasking(self, call: "LLMCall") -> Any:
         """The turn of ``call``: its reply, re-asked while it cannot be read."""
