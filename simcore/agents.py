@@ -18,6 +18,7 @@ from simcore.reading import reask_prompt
 from simcore.schema import json_schema
 
 HISTORY_HEADER = "Discussion so far:\n"
+_FULL_MEMORY = FullMemory()
 
 if TYPE_CHECKING:
     import simpy
@@ -69,7 +70,7 @@ class LLMAgent(mesa.Agent):
         self.model_name = model_name or world.model_name
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
-        self.memory: Memory = memory or FullMemory()
+        self.memory: Memory = memory or _FULL_MEMORY  # frozen: one serves every agent
         self.backend = backend
         self.speaking_rate = speaking_rate
         self.params = dict(params or {})

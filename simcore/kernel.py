@@ -58,6 +58,10 @@ if TYPE_CHECKING:
 
 Process = Generator[simpy.Event, Any, Any]
 
+#: The most calls of one instant sent to the backend together; more go in
+#: successive slices (delivery order and the trace are the same either way).
+DISPATCH_SLICE = 4096
+
 
 class Reply(NamedTuple):
     """What an :class:`LLMCall` delivers (a named tuple: one is built per call).
@@ -369,8 +373,11 @@ class World(mesa.Model):
         batch, self._pending = self._pending, []
         default = self.backend
         if all(c.agent.backend is None for c in batch):  # the common case: one backend
-            for call, res in zip(batch, await complete_all(default, [c.request for c in batch])):
-                self._deliver(call, res)
+            # In slices, so that a million simultaneous calls never hold a million responses at once.
+            for i in range(0, len(batch), DISPATCH_SLICE):
+                part = batch[i : i + DISPATCH_SLICE]
+                for call, res in zip(part, await complete_all(default, [c.request for c in part])):
+                    self._deliver(call, res)
             return
         groups: dict[int, tuple[Backend, list[int]]] = {}
         for i, call in enumerate(batch):
