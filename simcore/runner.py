@@ -259,5 +259,7 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
         if callable(backend_stats):
             timings["backend"] = backend_stats()
         write_json(stage / "timings.json", timings)
+    if isinstance(trial.trace, StreamedTrace):
+        trial.trace.path = final / "trace.jsonl"  # the staging directory became the run directory
     trial.results = results
     return final
