@@ -157,12 +157,12 @@ class LLMAgent(mesa.Agent):
 
     def _reasking(self, call: "LLMCall") -> Any:
         """The turn of ``call``: its reply, re-asked while it cannot be read."""
+        first = call.request  # the kernel releases it once the call is answered
         reply: Reply = yield call
         for k in range(1, self.world.reask + 1):
             reading = reply.reading
             if reading is None or reading.readable:
                 break
-            first = call.request
             budget = first.max_tokens
             if reading.truncated:  # a cut reply: double the budget each time, up to the cap
                 budget = max(budget, min(self.world.reask_max_tokens, budget * 2**k))

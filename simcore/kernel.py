@@ -156,7 +156,12 @@ class Intervention:
 
 
 class LLMCall(simpy.Event):
-    """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`."""
+    """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`.
+
+    ``request`` is released (set to None) once the call is answered: a million
+    answered calls waiting for the rest of their round need not hold a million
+    prompts. Keep a reference of your own to read it later.
+    """
 
     __slots__ = ("agent", "request", "schema", "fields", "digest", "t_asked", "allowed", "reask_of", "instruction")
 
@@ -406,6 +411,7 @@ class World(mesa.Model):
         ledger["calls"] += 1
         if not isinstance(res, LLMResponse):
             ledger["errors"] += 1
+            call.request = None
             call.fail(res if isinstance(res, BaseException) else RuntimeError("no response"))
             return
         self.latency_s[model] = self.latency_s.get(model, 0.0) + res.latency_s
@@ -429,6 +435,7 @@ class World(mesa.Model):
             reading is not None and not reading.readable, res.usage, res.finish_reason,
             call.t_asked, self.env.now + delay, call.digest, reading,
         )
+        call.request = None
         call._deliver(reply, delay)
 
     def _on_delivered(self, call: simpy.Event) -> None:
