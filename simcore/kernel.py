@@ -465,20 +465,29 @@ class World(mesa.Model):
 
 
 _running = 0  # worlds running in this process, for _freeze_heap
+_thresholds = gc.get_threshold()
+
+#: During a run, full collections wait for this many collections of the middle generation (Python's default: 10).
+FULL_COLLECTION_EVERY = 100
 
 
 def _freeze_heap() -> None:
-    """Hide every object alive now (imports, built worlds) from the cyclic collector.
+    """Keep the cyclic collector from rescanning the long-lived heap while worlds run.
 
-    A run allocates millions of short-lived containers, and each full collection
-    would rescan the whole long-lived heap (the interpreter's imports alone are
-    hundreds of thousands of objects): a third of a large world's run time. Frozen
-    objects are still freed by reference counting; only cycles among them wait for
-    :func:`_thaw_heap`, when the last running world ends. No value changes.
+    A run allocates millions of containers, and each full collection rescans every
+    long-lived object: the imports and the built world (hundreds of thousands of
+    objects in a small run, tens of millions in a large one), and every call still
+    waiting for its round. So the heap alive at the start is frozen (never
+    scanned; freed by reference counting as usual, only cycles among it wait for
+    :func:`_thaw_heap`), and full collections come ten times less often; young
+    garbage is collected as usual. At 10^5 agents this took full collections from
+    3.0 s to 0.4 s of a 20 s run. No value changes.
     """
-    global _running
+    global _running, _thresholds
     if _running == 0:
         gc.freeze()
+        _thresholds = gc.get_threshold()
+        gc.set_threshold(_thresholds[0], _thresholds[1], max(_thresholds[2], FULL_COLLECTION_EVERY))
     _running += 1
 
 
@@ -486,6 +495,7 @@ def _thaw_heap() -> None:
     global _running
     _running -= 1
     if _running == 0:
+        gc.set_threshold(*_thresholds)
         gc.unfreeze()
 
 
