@@ -10,8 +10,7 @@ import pytest
 
 from backends.base import LLMResponse, Usage
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, run_worlds
-from simcore import kernel
+from simcore import LLMAgent, World, kernel, run_worlds
 from simcore.kernel import speaking_time
 from simcore.protocols import parallel, speaking_round
 from tests.helpers import FailingBackend, ShuffledBackend, SlowBackend

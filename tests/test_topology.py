@@ -6,8 +6,7 @@ import networkx as nx
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World
-from simcore import topology
+from simcore import LLMAgent, World, topology
 from simcore.config import ConfigError
 from simcore.protocols import speaking_round
 from simcore.topology import (
