@@ -190,6 +190,6 @@ class LLMAgent(mesa.Agent):
         """Post a public message, visible to this agent's successors, and trace it."""
         if self.world.intervention is not None:
             text = self.world.intervention.message(self, text, fields)
-        msg = self.world.board.post(self.world.now, self.name, text, fields)
+        msg = self.world.board._post(self.world.now, self.name, text, fields)  # fields: this call's own dict
         self.world.emit("message", self.name, {"text": text}, **fields)
         return msg
