@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -24,7 +25,7 @@ from simcore.config import ConfigError
 from simcore.records import read_json
 from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
-from simcore.trace import first_difference
+from simcore.trace import StreamedTrace, Trace, first_difference
 
 
 @dataclass(frozen=True)
@@ -69,17 +70,31 @@ async def replay_async(run_dir: str | Path) -> ReplayResult:
 
         intervention = parse_perturbation(manifest["perturbation"])
     backend = replay_backend(spec, run_dir, behaviour)
-    try:
-        trial = await run_trial_async(scenario, config, int(manifest["seed"]), spec, backend, intervention)
-    finally:
-        await close_backend(backend)
-    recorded_bytes = trace_path.read_bytes()
-    replayed_text = trial.trace.to_jsonl()
-    recorded_sha = hashlib.sha256(recorded_bytes).hexdigest()
-    replayed_sha = hashlib.sha256(replayed_text.encode()).hexdigest()
+    with tempfile.TemporaryDirectory(prefix="simcore-replay-") as scratch:
+        try:
+            # A large world streams its new trace to scratch space, as it did when recorded.
+            trial = await run_trial_async(
+                scenario, config, int(manifest["seed"]), spec, backend, intervention, trace="auto", trace_dir=scratch,
+            )
+        finally:
+            await close_backend(backend)
+        try:
+            return _compare(trace_path, trial.trace)
+        finally:
+            if isinstance(trial.trace, StreamedTrace):
+                trial.trace.discard()
+
+
+def _compare(trace_path: Path, replayed: Trace | StreamedTrace) -> ReplayResult:
+    recorded_hash = hashlib.sha256()
+    with open(trace_path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            recorded_hash.update(block)
+    recorded_sha, replayed_sha = recorded_hash.hexdigest(), replayed.sha256()
     if recorded_sha == replayed_sha:
         return ReplayResult(True, recorded_sha, replayed_sha)
-    a = recorded_bytes.decode(errors="replace").splitlines()
+    replayed_text = replayed.to_jsonl()
+    a = trace_path.read_bytes().decode(errors="replace").splitlines()
     b = replayed_text.splitlines()
     i = first_difference(a, b)
     i = 0 if i is None else i  # same lines, different bytes (e.g. line endings)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from simcore import trace as trace_module
 from simcore.replay import replay_async
 from simcore.runner import run_trial, write_run
 from simcore.scenario import load_scenario
@@ -138,3 +139,25 @@ def test_cli_trace_flag(tmp_path):
     assert len(runs) == 2 and all(not p.name.startswith(".") for p in runs)  # no staged trace left over
     a, b = ((p / "trace.jsonl").read_bytes() for p in runs)
     assert a == b
+
+
+def test_replay_of_a_large_world_streams_and_finds_a_tampered_event(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace_module, "STREAM_FROM_AGENTS", 1)  # every world is large now
+    trial = _trial("context_corrosion", "auto", tmp_path / "out" / "context_corrosion")
+    assert isinstance(trial.trace, StreamedTrace)
+    run_dir = write_run(trial, tmp_path / "out", "big")
+    scratch = []
+    temporary = StreamedTrace.temporary.__func__
+
+    def spy(cls, directory=None, events=()):
+        scratch.append(directory)
+        return temporary(cls, directory, events)
+
+    monkeypatch.setattr(StreamedTrace, "temporary", classmethod(spy))
+    assert asyncio.run(replay_async(run_dir)).identical
+    assert len(scratch) == 1 and not Path(scratch[0]).exists()  # replayed to scratch space, then removed
+    lines = (run_dir / "trace.jsonl").read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace('"seq":3', '"seq":33')
+    (run_dir / "trace.jsonl").write_text("".join(lines))
+    result = asyncio.run(replay_async(run_dir))
+    assert not result.identical and result.first_diff == 3 and '"seq":33' in result.recorded
