@@ -88,12 +88,12 @@ class LLMRequest:
                 f"{self.model!r}|{self.max_tokens}|{self.temperature!r}|{self.seed}|"
                 f"{canonical_json(self.metadata)}|{schema}"
             )
-            h = hashlib.sha256(head.encode())
+            parts = [head.encode()]
             for m in self.messages:
                 body = m.content.encode()
-                h.update(f"\n{m.role}:{len(body)}:".encode())
-                h.update(body)
-            cached = h.hexdigest()
+                parts.append(f"\n{m.role}:{len(body)}:".encode())
+                parts.append(body)
+            cached = hashlib.sha256(b"".join(parts)).hexdigest()  # one pass: the same bytes as updates
             object.__setattr__(self, "_digest", cached)
         return cached
 

@@ -130,9 +130,9 @@ def generic_behaviour(request: LLMRequest, rng: np.random.Generator) -> str | di
 
 def prose(rng: np.random.Generator, n_words: int) -> str:
     """``n_words`` words of filler text."""
-    k = len(_WORDS)
-    words = [_WORDS[int(u * k)] for u in rng.random(max(1, n_words)).tolist()]
-    return " ".join(words).capitalize() + "."
+    # (u * k) truncated in numpy is int(u * k) in Python, element by element: the same words.
+    picks = (rng.random(max(1, n_words)) * len(_WORDS)).astype(np.intp).tolist()
+    return " ".join([_WORDS[i] for i in picks]).capitalize() + "."
 
 
 def sample_schema(schema: Mapping[str, Any], rng: np.random.Generator) -> Any:

@@ -18,6 +18,7 @@ from simcore.reading import reask_prompt
 from simcore.schema import json_schema
 
 HISTORY_HEADER = "Discussion so far:\n"
+_FULL_MEMORY = FullMemory()
 
 if TYPE_CHECKING:
     import simpy
@@ -69,7 +70,7 @@ class LLMAgent(mesa.Agent):
         self.model_name = model_name or world.model_name
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
-        self.memory: Memory = memory or FullMemory()
+        self.memory: Memory = memory or _FULL_MEMORY  # frozen: one serves every agent
         self.backend = backend
         self.speaking_rate = speaking_rate
         self.params = dict(params or {})
@@ -132,32 +133,36 @@ class LLMAgent(mesa.Agent):
         messages = (ChatMessage("system", system), ChatMessage("user", user)) if system else (
             ChatMessage("user", user),
         )
-        meta = {"agent": self.name, "scenario": self.world.scenario, "phase": phase, **fields}
+        world = self.world
+        meta = {"agent": self.name, "scenario": world.scenario, "phase": phase, **fields}
+        if phase:
+            fields = {"phase": phase, **fields}
         request = LLMRequest(
             model=self.model_name,
             messages=messages,
             max_tokens=max_tokens or self.max_output_tokens,
             temperature=self.temperature,
-            seed=self.world.seed,
+            seed=world.seed,
             schema=None if schema is None else json_schema(schema),
             metadata=meta,
         )
-        call = self.world.request(
-            self, request, schema, {"phase": phase, **fields} if phase else fields, allowed,
-            instruction=f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
+        # ``fields`` is this call's own dict (the keyword arguments), so no copy is needed.
+        call = world._request(
+            self, request, schema, fields, allowed, None,
+            f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
         )
-        if schema is None or self.world.reask <= 0:
+        if schema is None or world.reask <= 0:
             return call
-        return self.world.process(self._reasking(call))
+        return world.process(self._reasking(call))
 
     def _reasking(self, call: "LLMCall") -> Any:
         """The turn of ``call``: its reply, re-asked while it cannot be read."""
+        first = call.request  # the kernel releases it once the call is answered
         reply: Reply = yield call
         for k in range(1, self.world.reask + 1):
             reading = reply.reading
             if reading is None or reading.readable:
                 break
-            first = call.request
             budget = first.max_tokens
             if reading.truncated:  # a cut reply: double the budget each time, up to the cap
                 budget = max(budget, min(self.world.reask_max_tokens, budget * 2**k))
@@ -185,6 +190,6 @@ class LLMAgent(mesa.Agent):
         """Post a public message, visible to this agent's successors, and trace it."""
         if self.world.intervention is not None:
             text = self.world.intervention.message(self, text, fields)
-        msg = self.world.board.post(self.world.now, self.name, text, fields)
+        msg = self.world.board._post(self.world.now, self.name, text, fields)  # fields: this call's own dict
         self.world.emit("message", self.name, {"text": text}, **fields)
         return msg

@@ -45,6 +45,7 @@ from simcore.quality import summary_lines
 from simcore.records import check_out_dir
 from simcore.rng import MAX_SEED
 from simcore.scenario import Scenario
+from simcore.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -289,6 +290,12 @@ def build_parser(scenario: Scenario, prog: str | None = None) -> OneLineParser:
         description=scenario.description + extra,
     )
     add_common_args(parser)
+    parser.add_argument(
+        "--trace", choices=TRACE_MODES, default="auto",
+        help="keep the trace in memory, or stream it to trace.jsonl as the run goes (memory stays flat); "
+        f"auto streams from {STREAM_FROM_AGENTS:,} agents up (default: auto; --counterfactual and "
+        "--trials keep traces in memory)",
+    )
     if scenario.counterfactual is not None:
         name, a, b = scenario.counterfactual
         group = parser.add_argument_group("counterfactual and Monte Carlo")
@@ -323,7 +330,8 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
         check_before_work(args.out, spec)
-        trial = run_trial(scenario, config, seed, spec)  # builds first: bad input fails here
+        # builds first: bad input fails here
+        trial = run_trial(scenario, config, seed, spec, trace=args.trace, trace_dir=Path(args.out) / scenario.name)
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     run_dir = write_run(trial, args.out)

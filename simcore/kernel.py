@@ -19,6 +19,7 @@ I/O and draws no randomness: the backend does the former, named streams
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 from typing import (
     TYPE_CHECKING,
@@ -48,7 +49,7 @@ from simcore.quality import ParseQuality
 from simcore.reading import Reading, read_reply
 from simcore.rng import Streams
 from simcore.schema import reply_kind
-from simcore.trace import Trace
+from simcore.trace import StreamedTrace, Trace
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
     from simcore.agents import LLMAgent
 
 Process = Generator[simpy.Event, Any, Any]
+
+#: The most calls of one instant sent to the backend together; more go in
+#: successive slices (delivery order and the trace are the same either way).
+DISPATCH_SLICE = 4096
 
 
 class Reply(NamedTuple):
@@ -151,7 +156,12 @@ class Intervention:
 
 
 class LLMCall(simpy.Event):
-    """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`."""
+    """A pending LLM request, as a SimPy event that succeeds with a :class:`Reply`.
+
+    ``request`` is released (set to None) once the call is answered: a million
+    answered calls waiting for the rest of their round need not hold a million
+    prompts. Keep a reference of your own to read it later.
+    """
 
     __slots__ = ("agent", "request", "schema", "fields", "digest", "t_asked", "allowed", "reask_of", "instruction")
 
@@ -222,7 +232,7 @@ class World(mesa.Model):
         self.scenario = scenario
         self.model_name = model_name
         self.env = simpy.Environment()
-        self.trace = Trace()
+        self.trace: Trace | StreamedTrace = Trace()
         self.board = Board(topology)
         self.duration = duration
         self.intervention = intervention
@@ -306,7 +316,19 @@ class World(mesa.Model):
         what the reply answers (see :func:`simcore.reading.read_reply`); ``reask_of``
         is the reply this request re-asks.
         """
-        fields = dict(fields or {})
+        return self._request(agent, request, schema, dict(fields or {}), allowed, reask_of, instruction)
+
+    def _request(
+        self,
+        agent: "LLMAgent",
+        request: LLMRequest,
+        schema: type | None,
+        fields: dict[str, Any],
+        allowed: Mapping[str, Any] | None,
+        reask_of: Reply | None,
+        instruction: str,
+    ) -> LLMCall:
+        # The hot path of every call: ``fields`` is a dict the caller made for this call alone.
         if self.intervention is not None:
             request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields, allowed, reask_of, instruction)
@@ -323,6 +345,7 @@ class World(mesa.Model):
     async def run_async(self, until: float | None = None) -> None:
         """Run the simulation to completion (or to simulated time ``until``)."""
         env, inf = self.env, math.inf
+        _freeze_heap()
         try:
             while True:
                 now = env.now
@@ -336,6 +359,7 @@ class World(mesa.Model):
                     break
                 env.step()
         finally:
+            _thaw_heap()
             self.release()
 
     def release(self) -> None:
@@ -354,8 +378,11 @@ class World(mesa.Model):
         batch, self._pending = self._pending, []
         default = self.backend
         if all(c.agent.backend is None for c in batch):  # the common case: one backend
-            for call, res in zip(batch, await complete_all(default, [c.request for c in batch])):
-                self._deliver(call, res)
+            # In slices, so that a million simultaneous calls never hold a million responses at once.
+            for i in range(0, len(batch), DISPATCH_SLICE):
+                part = batch[i : i + DISPATCH_SLICE]
+                for call, res in zip(part, await complete_all(default, [c.request for c in part])):
+                    self._deliver(call, res)
             return
         groups: dict[int, tuple[Backend, list[int]]] = {}
         for i, call in enumerate(batch):
@@ -384,6 +411,7 @@ class World(mesa.Model):
         ledger["calls"] += 1
         if not isinstance(res, LLMResponse):
             ledger["errors"] += 1
+            call.request = None
             call.fail(res if isinstance(res, BaseException) else RuntimeError("no response"))
             return
         self.latency_s[model] = self.latency_s.get(model, 0.0) + res.latency_s
@@ -407,6 +435,7 @@ class World(mesa.Model):
             reading is not None and not reading.readable, res.usage, res.finish_reason,
             call.t_asked, self.env.now + delay, call.digest, reading,
         )
+        call.request = None
         call._deliver(reply, delay)
 
     def _on_delivered(self, call: simpy.Event) -> None:
@@ -433,6 +462,44 @@ class World(mesa.Model):
                 self.env.now, "llm.error", call.agent.name, call.fields,
                 {"error": type(exc).__name__, "message": str(exc)[:500]},
             )
+
+
+_running = 0  # worlds running in this process, for _freeze_heap
+_thresholds = gc.get_threshold()
+
+#: During a run, full collections wait for this many collections of the middle generation (Python's default: 10).
+FULL_COLLECTION_EVERY = 100
+
+
+def _freeze_heap() -> None:
+    """Keep the cyclic collector from rescanning the long-lived heap while worlds run.
+
+    A run allocates millions of containers, and each full collection rescans every
+    long-lived object: the imports and the built world (hundreds of thousands of
+    objects in a small run, tens of millions in a large one), and every call still
+    waiting for its round. So the heap alive at the start is frozen (never
+    scanned; freed by reference counting as usual, only cycles among it wait for
+    :func:`_thaw_heap`), and full collections come ten times less often; young
+    garbage is collected as usual. At 10^5 agents this took full collections from
+    3.0 s to 1.6 s of a 20 s run. No value changes.
+
+    Only objects alive when the first of several overlapping runs starts are
+    frozen; cyclic garbage among them (a finished world) waits until no world runs.
+    """
+    global _running, _thresholds
+    if _running == 0:
+        gc.freeze()
+        _thresholds = gc.get_threshold()
+        gc.set_threshold(_thresholds[0], _thresholds[1], max(_thresholds[2], FULL_COLLECTION_EVERY))
+    _running += 1
+
+
+def _thaw_heap() -> None:
+    global _running
+    _running -= 1
+    if _running == 0:
+        gc.set_threshold(*_thresholds)
+        gc.unfreeze()
 
 
 async def run_worlds(worlds: Sequence[World]) -> None:

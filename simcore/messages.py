@@ -38,7 +38,12 @@ class Board:
 
     def post(self, t: float, speaker: str, text: str, fields: Mapping[str, Any] | None = None) -> Message:
         """Publish a message and return it."""
-        msg = Message(len(self.messages), t, speaker, text, dict(fields or {}))
+        return self._post(t, speaker, text, dict(fields or {}))
+
+    def _post(self, t: float, speaker: str, text: str, fields: dict[str, Any]) -> Message:
+        # post() for a fields dict made for this message alone: kept, not copied
+        # (a million messages need not hold two dicts each).
+        msg = Message(len(self.messages), t, speaker, text, fields)
         self.messages.append(msg)
         if not self.broadcast:
             assert self.graph is not None

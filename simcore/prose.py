@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _NEGATORS = frozenset(
     "not no never nor neither without against reject rejects rejected rejecting avoid avoids avoiding "
@@ -255,9 +256,15 @@ def echoes(text: str, instruction: str, share: float = 0.6) -> bool:
     words = re.findall(r"\w+", text.lower())
     if len(words) < 6 or not instruction:
         return False
-    source = set(_grams(re.findall(r"\w+", instruction.lower())))
+    source = _source_grams(instruction)
     grams = _grams(words)
-    return sum(g in source for g in grams) >= share * len(grams)
+    return sum(map(source.__contains__, grams)) >= share * len(grams)
+
+
+@lru_cache(maxsize=256)
+def _source_grams(instruction: str) -> frozenset[tuple[str, ...]]:
+    # Cached: the calls of one turn answer the same instruction.
+    return frozenset(_grams(re.findall(r"\w+", instruction.lower())))
 
 
 def _grams(words: list[str], n: int = 4) -> list[tuple[str, ...]]:

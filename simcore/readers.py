@@ -235,23 +235,33 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_trace(run_dir: str | Path, manifest: Mapping[str, Any]) -> bytes:
-    """A run's ``trace.jsonl``, checked against the manifest's ``trace_sha256``.
+def check_trace(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
+    """The path of a run's ``trace.jsonl``, hashed in chunks against the manifest's ``trace_sha256``.
 
     Raises:
         DamagedFile: when the file is missing or is not the trace the manifest records.
     """
     path = Path(run_dir) / TRACE
-    data = _read_bytes(path)
-    actual = hashlib.sha256(data).hexdigest()
+    try:
+        actual = file_sha256(path)
+    except FileNotFoundError:
+        raise DamagedFile(path, "is missing") from None
+    except OSError as exc:
+        raise DamagedFile(path, f"cannot be read ({exc.strerror or exc})") from None
     if actual != manifest["trace_sha256"]:
-        lines = data.count(b"\n")
+        with open(path, "rb") as fh:
+            lines = sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
         raise DamagedFile(
             path,
             f"damaged: {lines} lines where {MANIFEST} records {manifest['n_events']} events, "
             f"sha256 {actual[:12]}... where it records {manifest['trace_sha256'][:12]}...",
         )
-    return data
+    return path
+
+
+def read_trace(run_dir: str | Path, manifest: Mapping[str, Any]) -> bytes:
+    """A run's ``trace.jsonl``, checked against the manifest's ``trace_sha256`` (see :func:`check_trace`)."""
+    return _read_bytes(check_trace(run_dir, manifest))
 
 
 RESULTS_SCHEMA: dict[str, Check] = {"status": TEXT, "trace_sha256": HASH, "n_events": INDEX}

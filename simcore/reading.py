@@ -29,6 +29,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 from simcore import prose
@@ -406,6 +407,12 @@ def label_key(label: str) -> str:
 
 
 def _label_re(aliases: list[str]) -> re.Pattern:
+    return _label_re_of(tuple(aliases))
+
+
+@lru_cache(maxsize=256)
+def _label_re_of(aliases: tuple[str, ...]) -> re.Pattern:
+    # Cached: built from a schema's aliases, the same for every reply to it.
     words = "|".join(sorted((r"\s+".join(map(re.escape, a.split())) for a in aliases), key=len, reverse=True))
     return re.compile(
         rf"(?<![\w])(?:\*\*|__)?{_QUALIFIER}(?P<label>{words})(?:\s*\([^)]*\))?\s*(?:\*\*|__)?\s*"

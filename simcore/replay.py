@@ -1,7 +1,8 @@
 """Re-run a recorded run and compare traces: ``python -m simcore.replay RUN_DIR``.
 
 The run is rebuilt from its manifest (scenario, config, seed, backend, and the
-perturbation of a perturbed run) and run again in memory; nothing is written. A
+perturbation of a perturbed run) and run again; nothing is written (a large
+world's new trace streams to a temporary directory, deleted afterwards). A
 run on a real backend is answered from its ``cassette.sqlite``, offline and
 without a key. The new trace is compared line by line with
 the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
@@ -15,9 +16,9 @@ reported as damaged (exit 2), never as a replay that differs.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -25,10 +26,10 @@ from typing import Sequence
 from backends.registry import BackendSpec, replay_backend
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
-from simcore.readers import DamagedFile, read_cassette, read_manifest, read_trace
+from simcore.readers import DamagedFile, check_trace, read_cassette, read_manifest
 from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
-from simcore.trace import first_difference
+from simcore.trace import StreamedTrace, Trace, first_difference
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayRes
     # Check every file the replay trusts before running anything: a damaged
     # recorded trace must not be reported as a replay that differs.
     manifest = read_manifest(run_dir)
-    recorded_bytes = read_trace(run_dir, manifest)
+    trace_path = check_trace(run_dir, manifest)
     read_cassette(run_dir, manifest)
     scenario = load_scenario(manifest["scenario"])
     try:
@@ -88,17 +89,29 @@ async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayRes
         except ValueError as exc:
             raise DamagedFile(manifest_path, f"perturbation: {exc}") from None
     backend = replay_backend(spec, run_dir, behaviour)
-    try:
-        trial = await run_trial_async(scenario, config, manifest["seed"], spec, backend, intervention,
-                                      analyze=analysis)
-    finally:
-        await close_backend(backend)
-    replayed_text = trial.trace.to_jsonl()
-    recorded_sha = hashlib.sha256(recorded_bytes).hexdigest()
-    replayed_sha = hashlib.sha256(replayed_text.encode()).hexdigest()
+    with tempfile.TemporaryDirectory(prefix="simcore-replay-") as scratch:
+        try:
+            # A large world streams its new trace to scratch space, as it did when recorded.
+            trial = await run_trial_async(
+                scenario, config, int(manifest["seed"]), spec, backend, intervention,
+                analyze=analysis, trace="auto", trace_dir=scratch,
+            )
+        finally:
+            await close_backend(backend)
+        try:
+            return _compare(trace_path, manifest["trace_sha256"], trial.trace)
+        finally:
+            if isinstance(trial.trace, StreamedTrace):
+                trial.trace.discard()
+
+
+def _compare(trace_path: Path, recorded_sha: str, replayed: Trace | StreamedTrace) -> ReplayResult:
+    """The replayed trace against the recorded one (whose sha256 :func:`check_trace` confirmed)."""
+    replayed_sha = replayed.sha256()
     if recorded_sha == replayed_sha:
         return ReplayResult(True, recorded_sha, replayed_sha)
-    a = recorded_bytes.decode(errors="replace").splitlines()
+    replayed_text = replayed.to_jsonl()
+    a = trace_path.read_bytes().decode(errors="replace").splitlines()
     b = replayed_text.splitlines()
     i = first_difference(a, b)
     i = 0 if i is None else i  # same lines, different bytes (e.g. line endings)

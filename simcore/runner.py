@@ -6,7 +6,8 @@
 - ``manifest.json``: scenario, resolved config, seed, backend spec, package
   versions, code revision, trace hash, and the sha256 of every other file
   (``files``), which :mod:`simcore.readers` checks when the run is read back;
-- ``trace.jsonl``: every event, byte-identical for the same seed and responses;
+- ``trace.jsonl``: every event, byte-identical for the same seed and responses
+  (a large world streams it there as it runs: :class:`~simcore.trace.StreamedTrace`);
 - ``results.json``: status, metrics and usage;
 - ``timings.json``: wall-clock figures and backend counters, which replay ignores;
 - ``cassette.sqlite``: every response and error of a run on a real backend (or
@@ -49,7 +50,7 @@ from simcore.records import (
     write_json,
 )
 from simcore.scenario import Scenario
-from simcore.trace import Trace
+from simcore.trace import StreamedTrace, Trace, streams
 
 
 @dataclass
@@ -67,7 +68,7 @@ class TrialResult:
     wall_s: float
 
     @property
-    def trace(self) -> Trace:
+    def trace(self) -> Trace | StreamedTrace:
         return self.world.trace
 
 
@@ -133,6 +134,8 @@ async def run_trial_async(
     backend: Backend | None = None,
     intervention: Intervention | None = None,
     analyze: bool = True,
+    trace: str = "memory",
+    trace_dir: str | Path | None = None,
 ) -> TrialResult:
     """Run one trial to the end and analyse it.
 
@@ -147,6 +150,11 @@ async def run_trial_async(
         analyze: Run the scenario's analysis (False: the trace and the usage
             only, as a replay that compares traces needs; a scenario that runs
             its own ``trial`` analyses regardless).
+        trace: ``memory``, ``stream`` or ``auto`` (see :data:`simcore.trace.TRACE_MODES`);
+            a streamed trace goes to a hidden file in ``trace_dir`` (default: the
+            system's temporary directory) until :func:`write_run` moves it into
+            the run directory. A scenario with its own trial function keeps it in memory.
+        trace_dir: Where a streamed trace is written while the trial runs.
 
     Returns:
         The :class:`TrialResult`; status "error" if the run raised.
@@ -155,12 +163,25 @@ async def run_trial_async(
     if backend is None:
         owned = scenario_backend(scenario, config, spec)
         try:
-            return await run_trial_async(scenario, config, seed, spec, owned, intervention, analyze)
+            return await run_trial_async(scenario, config, seed, spec, owned, intervention, analyze, trace, trace_dir)
         finally:
             await close_backend(owned)
     if scenario.trial is not None:
         return await scenario.trial(config, seed, spec, backend)
     world = build_world(scenario, config, seed, spec, backend, intervention)
+    if streams(trace, len(world.by_name)):
+        world.trace = StreamedTrace.temporary(trace_dir, world.trace.events)
+    try:
+        return await _run_built(scenario, config, seed, spec, world, analyze)
+    except BaseException:
+        if isinstance(world.trace, StreamedTrace):
+            world.trace.discard()
+        raise
+
+
+async def _run_built(
+    scenario: Scenario, config: Config, seed: int, spec: BackendSpec, world: World, analyze: bool,
+) -> TrialResult:
     start = time.perf_counter()
     status, error = "ok", None
     try:
@@ -194,10 +215,11 @@ async def run_trial_async(
 
 
 def run_trial(
-    scenario: Scenario, config: Config, seed: int, spec: BackendSpec | None = None
+    scenario: Scenario, config: Config, seed: int, spec: BackendSpec | None = None,
+    trace: str = "memory", trace_dir: str | Path | None = None,
 ) -> TrialResult:
     """Synchronous :func:`run_trial_async` on a fresh event loop."""
-    return asyncio.run(run_trial_async(scenario, config, seed, spec))
+    return asyncio.run(run_trial_async(scenario, config, seed, spec, trace=trace, trace_dir=trace_dir))
 
 
 def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
@@ -238,7 +260,10 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
     final = Path(out) / trial.scenario.name / run_id
     results = {**trial.results, "run_id": run_id}
     with staged_dir(final) as stage:
-        atomic_write(stage / "trace.jsonl", trial.trace.to_jsonl())
+        if isinstance(trial.trace, StreamedTrace):
+            trial.trace.move_to(stage / "trace.jsonl")  # written as the trial ran
+        else:
+            atomic_write(stage / "trace.jsonl", trial.trace.to_jsonl())
         save_cassette = getattr(trial.world.backend, "save_cassette", None)
         if save_cassette is not None:
             save_cassette(stage / CASSETTE_FILE)
@@ -255,5 +280,7 @@ def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) ->
         write_json(stage / "timings.json", timings)
         # Last, so that it can vouch for every other file (simcore.readers checks them).
         write_json(stage / "manifest.json", {**manifest(trial, run_id), "files": file_hashes(stage)})
+    if isinstance(trial.trace, StreamedTrace):
+        trial.trace.path = final / "trace.jsonl"  # the staging directory became the run directory
     trial.results = results
     return final

@@ -61,7 +61,13 @@ def clean(text: str) -> str:
 
 def norm(text: str) -> str:
     """Lower case, separators as single spaces: for comparing labels and keys."""
-    s = re.sub(r"([a-z])([A-Z])", r"\1 \2", str(text))
+    return _norm(str(text))
+
+
+@lru_cache(maxsize=8192)
+def _norm(text: str) -> str:
+    # Cached: every reply's keys and labels are normalised, and they repeat.
+    s = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
     return re.sub(r"[\s_\-]+", " ", re.sub(r"[^\w\s\-]", " ", s.lower())).strip()
 
 

@@ -18,7 +18,7 @@ Random families draw their seed from the run's "topology" stream.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import networkx as nx
 
@@ -165,7 +165,21 @@ def _empty(names: Sequence[str]) -> nx.DiGraph:
 
 def _relabel(graph: nx.Graph, names: Sequence[str]) -> nx.DiGraph:
     g = _empty(names)
-    for u, v in graph.edges:
-        g.add_edge(names[u], names[v])
-        g.add_edge(names[v], names[u])
+    g.add_edges_from(_both_ways(graph, names))
     return g
+
+
+def _both_ways(graph: nx.Graph, names: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """Each edge of ``graph`` in ``graph.edges`` order, as u->v then v->u, renamed.
+
+    It walks ``graph.adjacency()`` rather than ``graph.edges``: that view is cached
+    on the graph and refers back to it, a cycle that would keep the whole
+    intermediate graph alive until the next full collection.
+    """
+    seen: set[int] = set()
+    for u, nbrs in graph.adjacency():
+        for v in nbrs:
+            if v not in seen:
+                yield names[u], names[v]
+                yield names[v], names[u]
+        seen.add(u)

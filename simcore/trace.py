@@ -11,8 +11,13 @@ Wall-clock time never enters a trace.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from backends.base import canonical_json
@@ -31,12 +36,29 @@ RACE = "race"
 ARRIVAL_RECORDS = frozenset({"bid"})
 
 
+#: How a run keeps its trace: ``memory`` (every event, as objects), ``stream``
+#: (written to trace.jsonl as it happens, see :class:`StreamedTrace`) or ``auto``
+#: (streamed from :data:`STREAM_FROM_AGENTS` agents up).
+TRACE_MODES = ("auto", "stream", "memory")
+
+#: The world size from which ``auto`` streams the trace. Below it a trace costs
+#: little memory, and analyses that walk the events find them as objects.
+STREAM_FROM_AGENTS = 10_000
+
+
+def streams(mode: str, n_agents: int) -> bool:
+    """Whether a run of ``n_agents`` agents streams its trace under ``mode``."""
+    if mode not in TRACE_MODES:
+        raise ValueError(f"trace: must be one of {', '.join(TRACE_MODES)}; got {mode!r}")
+    return mode == "stream" or (mode == "auto" and n_agents >= STREAM_FROM_AGENTS)
+
+
 class TraceEvent(NamedTuple):
     """One event of a run.
 
-    A named tuple rather than a class instance: a run can hold millions of events,
-    and tuples (and dicts) of plain values drop out of the garbage collector's
-    scans, which keeps full collections cheap in large worlds.
+    A named tuple rather than a class instance: cheaper to build and to hold,
+    which counts at one or more per LLM call. (The collector keeps tracking named
+    tuples, unlike plain ones; a large world streams its trace instead of holding it.)
     """
 
     seq: int
@@ -121,6 +143,124 @@ class Trace:
     def from_jsonl(cls, text: str) -> "Trace":
         """Parse text written by :meth:`to_jsonl`."""
         return cls(TraceEvent.from_json(line) for line in text.splitlines() if line.strip())
+
+
+class StreamedTrace:
+    """A trace written to a file as it happens, holding none of its events.
+
+    Lines are byte for byte those of :meth:`Trace.to_jsonl`, so the file, its
+    sha256 and replay are the same as with an in-memory trace. Memory no longer
+    grows with the number of events. Reading the events back (iteration,
+    :meth:`of_kind`, :meth:`to_jsonl`) reads the file: events come back as their
+    JSON values (lists for tuples), as from a written run.
+
+    Args:
+        path: Where to write; the file is created (or truncated).
+        events: Events already recorded (a memory trace switched to streaming).
+    """
+
+    #: Lines kept before one write (and one hash update).
+    BUFFER_LINES = 4096
+
+    def __init__(self, path: str | Path, events: Iterable[TraceEvent] = ()) -> None:
+        self.path = Path(path)
+        self._file: Any = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        self._hash = hashlib.sha256()
+        self._buffer: list[str] = []
+        self._n = 0
+        for e in events:
+            self.emit(e.t, e.kind, e.agent, e.fields, e.payload)
+
+    @classmethod
+    def temporary(cls, directory: str | Path | None = None, events: Iterable[TraceEvent] = ()) -> "StreamedTrace":
+        """A streamed trace in a new hidden file in ``directory`` (default: the system's temp dir)."""
+        if directory is not None:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".trace-", suffix=".jsonl.tmp", dir=directory)
+        os.close(fd)
+        return cls(name, events)
+
+    def emit(
+        self,
+        t: float,
+        kind: str,
+        agent: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> TraceEvent:
+        """Write an event (buffered) and return it."""
+        event = TraceEvent(self._n, t, kind, agent, fields or {}, payload or {})
+        self._n += 1
+        buffer = self._buffer
+        buffer.append(event.to_json())
+        if len(buffer) >= self.BUFFER_LINES:
+            self.flush()
+        return event
+
+    def flush(self) -> None:
+        """Write the buffered lines to the file."""
+        if self._buffer:
+            data = ("\n".join(self._buffer) + "\n").encode()
+            self._buffer.clear()
+            self._hash.update(data)
+            if self._file is None:
+                raise ValueError("trace: the streamed trace is closed; it takes no more events")
+            self._file.write(data)
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Flush, sync and close the file; the events stay readable."""
+        if self._file is not None:
+            self.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def move_to(self, path: str | Path) -> None:
+        """Close and move the file to ``path``, where it is read from then on."""
+        self.close()
+        shutil.move(self.path, path)
+        self.path = Path(path)
+
+    def discard(self) -> None:
+        """Close and delete the file (a run that will not be written)."""
+        with contextlib.suppress(OSError):
+            self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        self.flush()
+        with open(self.path, encoding="utf-8") as fh:
+            for line in fh:
+                yield TraceEvent.from_json(line)
+
+    @property
+    def events(self) -> list[TraceEvent]:
+        """Every event, read back from the file."""
+        return list(self)
+
+    def of_kind(self, *kinds: str) -> list[TraceEvent]:
+        """Return the events whose kind is one of ``kinds``, in order."""
+        return [e for e in self if e.kind in kinds]
+
+    def signatures(self) -> list[str]:
+        """Return the structural signature of every event, in order."""
+        return [e.signature for e in self]
+
+    def to_jsonl(self) -> str:
+        """Return the whole trace as JSON lines, each ending in a newline (read from the file)."""
+        self.flush()
+        return self.path.read_bytes().decode()
+
+    def sha256(self) -> str:
+        """Return the sha256 of the trace's bytes (kept as it is written)."""
+        self.flush()
+        return self._hash.hexdigest()
 
 
 def first_difference(a: list[str], b: list[str]) -> int | None:

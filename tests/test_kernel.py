@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import dataclass
 
 import pytest
 
 from backends.base import LLMResponse, Usage
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, run_worlds
+from simcore import LLMAgent, World, kernel, run_worlds
 from simcore.kernel import speaking_time
 from simcore.protocols import parallel, speaking_round
 from tests.helpers import FailingBackend, ShuffledBackend, SlowBackend
@@ -254,3 +255,56 @@ def test_worlds_are_not_pinned_by_mesa_after_running_or_release():
     del ran, built
     gc.collect()
     assert [r() for r in refs] == [None, None]
+
+
+def test_runs_leave_the_collector_as_they_found_it():
+    before = gc.get_threshold()
+    seen = []
+
+    def probe(world):
+        yield world.timeout(1)
+        seen.append((gc.get_freeze_count() > 0, gc.get_threshold()[2]))
+
+    worlds = [World(s, StubBackend()) for s in range(3)]
+    for w in worlds:
+        w.process(probe(w))
+    asyncio.run(run_worlds(worlds))  # nested: the first to finish must not thaw the others
+    assert seen == [(True, kernel.FULL_COLLECTION_EVERY)] * 3
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_many_calls_of_one_instant_go_in_slices_in_creation_order(monkeypatch):
+    monkeypatch.setattr(kernel, "DISPATCH_SLICE", 3)
+    sizes = []
+
+    class Counting(StubBackend):
+        async def complete_batch(self, requests):
+            sizes.append(len(requests))
+            return await super().complete_batch(requests)
+
+    def trace_of(backend):
+        world = World(2, backend)
+        agents = [LLMAgent(world, f"a{i}") for i in range(8)]
+        world.process(parallel(world, agents, "Hi."))
+        world.run()
+        return world.trace.to_jsonl()
+
+    sliced = trace_of(Counting())
+    assert sizes == [3, 3, 2]
+    monkeypatch.setattr(kernel, "DISPATCH_SLICE", 4096)
+    assert trace_of(StubBackend()) == sliced
+
+
+def test_an_answered_call_releases_its_request():
+    world, agents = make_world(StubBackend(), n=2)
+    calls = []
+
+    def run(world):
+        calls.extend(a.ask("Hi.", phase="p") for a in agents)
+        assert all(c.request is not None for c in calls)
+        yield world.all_of(calls)
+
+    world.process(run(world))
+    world.run()
+    assert [c.request for c in calls] == [None, None]
+    assert all(c.ok and c.value.digest == c.digest for c in calls)

@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World
+from simcore import LLMAgent, World, topology
 from simcore.config import ConfigError
 from simcore.protocols import speaking_round
 from simcore.topology import (
@@ -89,3 +89,22 @@ def test_complete_topology_is_broadcast():
     assert world.board.broadcast
     world.by_name["X"].say("hello")
     assert [m.text for m in world.by_name["Z"].visible()] == ["hello"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: nx.watts_strogatz_graph(n, 4, 0.3, seed=3),
+    lambda n: nx.barabasi_albert_graph(n, 2, seed=5),
+    lambda n: nx.cycle_graph(n),
+])
+def test_relabelled_graph_keeps_the_edge_order_of_graph_edges(make):
+    names = [f"n{i}" for i in range(40)]
+    g = make(40)
+    g.add_edge(7, 7)  # a self-loop, once
+    expected = nx.DiGraph()
+    expected.add_nodes_from(names)
+    for u, v in g.edges:
+        expected.add_edge(names[u], names[v])
+        expected.add_edge(names[v], names[u])
+    got = topology._relabel(g, names)
+    assert list(got.edges) == list(expected.edges)
+    assert [list(got.predecessors(n)) for n in names] == [list(expected.predecessors(n)) for n in names]
