@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from simcore import trace as trace_module
+from simcore.readers import DamagedFile
 from simcore.replay import replay_async
 from simcore.runner import run_trial, write_run
 from simcore.scenario import load_scenario
@@ -159,5 +161,12 @@ def test_replay_of_a_large_world_streams_and_finds_a_tampered_event(tmp_path, mo
     lines = (run_dir / "trace.jsonl").read_text().splitlines(keepends=True)
     lines[3] = lines[3].replace('"seq":3', '"seq":33')
     (run_dir / "trace.jsonl").write_text("".join(lines))
+    with pytest.raises(DamagedFile, match="trace.jsonl"):  # the manifest's hash vouches for the recorded trace
+        asyncio.run(replay_async(run_dir))
+    # A trace the manifest vouches for (hash rewritten with it) that the replay does not reproduce:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["trace_sha256"] = hashlib.sha256("".join(lines).encode()).hexdigest()
+    manifest["files"].pop("trace.jsonl", None)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
     result = asyncio.run(replay_async(run_dir))
     assert not result.identical and result.first_diff == 3 and '"seq":33' in result.recorded

@@ -58,7 +58,8 @@ def runs(tmp_path_factory):
     assert _quiet(run_scenario, "context_corrosion", ["--seed", "7", "--no-metrics", "--rounds", "1",
                                                        "--out", str(root / "short")]) == 0
     ids["short"] = _one(root, "short/context_corrosion/*-s7-*")
-    assert _quiet(run_scenario, "context_corrosion", ["--seed", "3", *quick, "--trials", "2",
+    # A Monte Carlo compares the arms' metrics, so it computes them (--no-metrics is refused there).
+    assert _quiet(run_scenario, "context_corrosion", ["--seed", "3", "--rounds", "2", "--trials", "2",
                                                        "--out", str(root / "mc")]) == 0
     ids["group"] = _one(root, "mc/context_corrosion/mc-*[0-9a-f]")
     assert _quiet(batch_main, ["context_corrosion", "--trials", "1", "--grid", "rounds=1,2", "--no-metrics",
