@@ -32,6 +32,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    embeds=lambda cfg: cfg.embeddings,
     counterfactual=("identity_insight", True, False),
     compare=compare,
     outcome=outcome,

@@ -39,6 +39,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    embeds=lambda cfg: cfg.metrics,
     counterfactual=("biased", True, False),
     compare=compare,
     commands={"serve": serve},

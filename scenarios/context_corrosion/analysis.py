@@ -1,7 +1,7 @@
 """Analysis of a context-corrosion run: embeddings, the seed's metrics, artifacts.
 
-:func:`analyze` embeds what every agent said (one batched encode per phase or
-round, through :mod:`simcore.embeddings`) and computes the metrics of
+:func:`analyze` embeds what every agent said (one batched encode per
+trial, through :mod:`simcore.embeddings`) and computes the metrics of
 :mod:`.metrics`. With ``metrics=False`` in the config it skips the embeddings and
 keeps only the reply-level figures, so kernel benchmarks never load the model.
 """
@@ -36,15 +36,11 @@ def label(cfg: CorrosionConfig) -> str:
 
 
 def embed(texts: dict[tuple[str, int, str], str]) -> Any:
-    """An EmbeddingStore of ``texts``, one encode call per (phase, round)."""
+    """An EmbeddingStore of ``texts``, in one encode call (a vector does not depend on its batch)."""
     from simcore.embeddings import EmbeddingStore
 
     store = EmbeddingStore()
-    groups: dict[tuple[str, int], list[tuple[tuple[str, int, str], str]]] = {}
-    for key, text in texts.items():
-        groups.setdefault(key[:2], []).append((key, text))
-    for items in groups.values():
-        store.add_batch(items)
+    store.add_batch(texts.items())
     return store
 
 
