@@ -101,7 +101,7 @@ def add_analysis_args(parser: argparse.ArgumentParser) -> None:
         "(default: $XDG_CACHE_HOME/simcore or ~/.cache/simcore; none turns it off)",
     )
     group.add_argument(
-        "--plots", default=None, choices=PLOT_LEVELS,
+        "--plots", dest="plot_level", default=None, choices=PLOT_LEVELS,
         help="figures to draw: all (every run's plots too), summary (only the summary figure of a "
         "Monte Carlo or sweep) or none (default: all for a single run, summary for a Monte Carlo or sweep)",
     )
@@ -130,7 +130,7 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
                 and not Path(cache).expanduser().is_dir():
             raise ConfigError(f"embed_cache: {cache!r} exists and is not a directory")
         os.environ[embed_cache.ENV] = cache
-    os.environ[plots.PLOTS_ENV] = getattr(args, "plots", None) or default_plots
+    os.environ[plots.PLOTS_ENV] = getattr(args, "plot_level", None) or default_plots
 
 
 def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) -> None:
@@ -140,6 +140,10 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
     for f in dataclasses.fields(config_type):
         tp, _ = _base_type(hints[f.name])
         flag = "--" + f.name.replace("_", "-")
+        if flag in parser._option_string_actions:
+            # A common flag of that name wins (context_corrosion's ``plots`` field and --plots
+            # LEVEL); the field is still set by --config or a sweep's grid.
+            continue
         desc = f.metadata.get("help", "")
         allowed = _describe(tp, f.metadata) if tp in (int, float, bool, str) else ""
         text = f"{desc} (default: {f.default!r}{'; ' + allowed if allowed else ''})".strip()

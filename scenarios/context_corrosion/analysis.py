@@ -23,6 +23,7 @@ from scenarios.context_corrosion.metrics import (
 from scenarios.context_corrosion.tasks import task
 from simcore.basis import basis, shown
 from simcore.kernel import World
+from simcore.plots import run_plots_wanted
 from simcore.records import write_json
 from simcore.rng import derive_seed
 
@@ -214,7 +215,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: 
         from scenarios.context_corrosion.plots import write_run_plots
 
         store.save(run_dir / "embeddings.npz")
-        if cfg.plots:
+        if cfg.plots and run_plots_wanted():
             added["plots"] = write_run_plots(run_dir / "plots", results, label(cfg))
     write_json(
         run_dir / "experiment.json",
