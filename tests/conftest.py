@@ -67,3 +67,15 @@ def _embed_cache(tmp_path_factory):
         os.environ.pop(embed_cache.ENV, None)
     else:
         os.environ[embed_cache.ENV] = old
+
+
+@pytest.fixture(autouse=True)
+def _analysis_env(monkeypatch):
+    """The command lines put --plots/--device/--embed-cache in the environment: undo it after each test."""
+    import os
+
+    from simcore import embed_cache, embeddings, plots
+
+    monkeypatch.setenv(plots.PLOTS_ENV, "all")
+    monkeypatch.setenv(embeddings.DEVICE_ENV, "auto")
+    monkeypatch.setenv(embed_cache.ENV, os.environ[embed_cache.ENV])
