@@ -91,6 +91,54 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print the results JSON to stdout and nothing else"
     )
     add_backend_args(parser)
+    add_analysis_args(parser)
+
+
+def add_analysis_args(parser: argparse.ArgumentParser) -> None:
+    """``--device``, ``--embed-cache`` and ``--plots``: where and how a run's analysis is done."""
+    from simcore.plots import PLOT_LEVELS
+
+    group = parser.add_argument_group("analysis")
+    group.add_argument(
+        "--device", default=None, metavar="auto|cpu|cuda|mps",
+        help="where embeddings are computed: auto picks a GPU when torch sees one (default: auto)",
+    )
+    group.add_argument(
+        "--embed-cache", default=None, metavar="DIR|none",
+        help="persistent embedding cache, shared by processes and later runs "
+        "(default: $XDG_CACHE_HOME/simcore or ~/.cache/simcore; none turns it off)",
+    )
+    group.add_argument(
+        "--plots", dest="plot_level", default=None, choices=PLOT_LEVELS,
+        help="figures to draw: all (every run's plots too), summary (only the summary figure of a "
+        "Monte Carlo or sweep) or none (default: all for a single run, summary for a Monte Carlo or sweep)",
+    )
+
+
+def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
+    """Check the analysis flags and put them in the environment, which pool workers inherit.
+
+    Raises:
+        ConfigError: one line naming the flag, before any work is done.
+    """
+    from simcore import embed_cache, embeddings, plots
+
+    device = getattr(args, "device", None)
+    if device is not None:
+        try:
+            embeddings.check_device(device)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        os.environ[embeddings.DEVICE_ENV] = device
+    cache = getattr(args, "embed_cache", None)
+    if cache is not None:
+        if not cache.strip():
+            raise ConfigError("embed_cache: must be a directory or none, got ''")
+        if cache.strip().lower() != embed_cache.OFF and Path(cache).expanduser().exists() \
+                and not Path(cache).expanduser().is_dir():
+            raise ConfigError(f"embed_cache: {cache!r} exists and is not a directory")
+        os.environ[embed_cache.ENV] = cache
+    os.environ[plots.PLOTS_ENV] = getattr(args, "plot_level", None) or default_plots
 
 
 def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) -> None:
@@ -100,6 +148,10 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
     for f in dataclasses.fields(config_type):
         tp, _ = _base_type(hints[f.name])
         flag = "--" + f.name.replace("_", "-")
+        if flag in parser._option_string_actions:
+            # A common flag of that name wins (context_corrosion's ``plots`` field and --plots
+            # LEVEL); the field is still set by --config or a sweep's grid.
+            continue
         desc = f.metadata.get("help", "")
         allowed = _describe(tp, f.metadata) if tp in (int, float, bool, str) else ""
         text = f"{desc} (default: {f.default!r}{'; ' + allowed if allowed else ''})".strip()
@@ -326,6 +378,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
+        apply_analysis_args(args, "all")
         model_note(config, args)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
@@ -398,6 +451,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
             raise ConfigError(f"metrics: {mode} compares the arms' metrics and --no-metrics computes none, "
                               "so every statistic would be n/a; drop --no-metrics")
         spec = backend_spec(args)
+        apply_analysis_args(args, "all" if n_trials is None else "summary")
         model_note(config, args)
         arms = arm_configs(scenario, config)
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)

@@ -37,6 +37,7 @@ from simcore import quality, stats
 from simcore.basis import shares
 from simcore.config import Config, ConfigError
 from simcore.progress import progress_bar
+from simcore.plots import summary_plots_wanted
 from simcore.records import (
     atomic_write,
     check_run_id,
@@ -281,7 +282,7 @@ def write_summary(
     metrics = compared_metrics(comparison)
     with staged_dir(_group_dir(out, scenario, group_id)) as stage:
         atomic_write(stage / "trials.csv", trials_csv(group_id, name, trials, seeds))
-        if mode == "monte_carlo" and len(ok) >= 2 and metrics:
+        if mode == "monte_carlo" and len(ok) >= 2 and metrics and summary_plots_wanted():
             from simcore.plots import comparison_plot
 
             comparison_plot(

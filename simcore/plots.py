@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from simcore import stats
 from simcore.records import atomic_write
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 ARM_COLORS = ("#c0392b", "#2e86c1")
+PLOT_LEVELS = ("all", "summary", "none")
+PLOTS_ENV = "SIMCORE_PLOTS"  # set from --plots by the command lines; pool workers inherit it
+
+
+def plot_level() -> str:
+    """Which figures to draw: ``all``, ``summary`` or ``none`` (``SIMCORE_PLOTS``; default all)."""
+    level = os.environ.get(PLOTS_ENV, "").strip() or "all"
+    return level if level in PLOT_LEVELS else "all"
+
+
+def run_plots_wanted() -> bool:
+    """Whether a run's own figures are drawn (``--plots all``)."""
+    return plot_level() == "all"
+
+
+def summary_plots_wanted() -> bool:
+    """Whether the figure of a Monte Carlo or a sweep is drawn (``--plots all`` or ``summary``)."""
+    return plot_level() != "none"
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110, tight: bool = False) -> None:
@@ -57,6 +78,8 @@ def comparison_plot(
     n = len(metrics)
     cols = min(3, max(n, 1))
     nrows = max(1, (n + cols - 1) // cols)
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(4.3 * cols, 3.5 * nrows + 0.9), layout="constrained")
     axes = fig.subplots(nrows, cols, squeeze=False).ravel()
     paired = len(rows_a) == len(rows_b)

@@ -21,8 +21,11 @@ A trial whose backend fails for good still produces a run directory: status
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,7 @@ class TrialResult:
     world: World | None  # None once a Monte Carlo has written the run (see run_arms_async)
     results: dict[str, Any]
     wall_s: float
+    encoder: dict[str, str] | None = None  # model, device, dtype of the embeddings the analysis used
 
     @property
     def trace(self) -> Trace | StreamedTrace:
@@ -169,6 +173,11 @@ async def run_trial_async(
     if scenario.trial is not None:
         return await scenario.trial(config, seed, spec, backend)
     world = build_world(scenario, config, seed, spec, backend, intervention)
+    if analyze and spec.name != "stub" and scenario.embeds is not None and scenario.embeds(config):
+        # Load the model while the LLM calls go on (a stub run is over before it would help).
+        from simcore import embeddings
+
+        embeddings.preload()
     if streams(trace, len(world.by_name)):
         world.trace = StreamedTrace.temporary(trace_dir, world.trace.events)
     try:
@@ -192,11 +201,11 @@ async def _run_built(
     wall = time.perf_counter() - start
     metrics_error = None
     try:
-        results = dict(scenario.analyze(world, config)) if analyze else {}
+        results, encoder = await analyze_off_loop(scenario, world, config) if analyze else ({}, None)
     except Exception as exc:  # noqa: BLE001
         if status == "ok":
             raise
-        results, metrics_error = {"metrics": {}}, f"{type(exc).__name__}: {exc}"
+        results, metrics_error, encoder = {"metrics": {}}, f"{type(exc).__name__}: {exc}", None
     results = {
         "scenario": scenario.name,
         "seed": seed,
@@ -211,7 +220,41 @@ async def _run_built(
     }
     if metrics_error:
         results["analysis_error"] = metrics_error
-    return TrialResult(scenario, config, seed, spec, status, error, world, results, wall)
+    return TrialResult(scenario, config, seed, spec, status, error, world, results, wall, encoder)
+
+
+async def analyze_off_loop(scenario: Scenario, world: World, config: Config) -> tuple[dict[str, Any],
+                                                                                      dict[str, str] | None]:
+    """``scenario.analyze`` on a worker thread, so the loop goes on with other trials' calls.
+
+    Returns the results and, when the analysis embedded texts, the encoder's model,
+    device and dtype (for the manifest). Analyses of concurrent trials run side by
+    side; their texts meet in the one encoder of :mod:`simcore.embeddings`, which
+    encodes them in batches.
+    """
+    from simcore import embeddings
+
+    used = embeddings.record_use()  # (this task's context; the worker thread gets a copy)
+    results = await asyncio.get_running_loop().run_in_executor(_analysis_pool(), _call_in_context,
+                                                                contextvars.copy_context(),
+                                                                scenario.analyze, world, config)
+    return dict(results), (embeddings.settings() if used else None)
+
+
+def _call_in_context(context: contextvars.Context, fn: Any, *args: Any) -> Any:
+    return context.run(fn, *args)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+
+
+def _analysis_pool() -> ThreadPoolExecutor:
+    """The process's analysis threads: many, since most of them wait for the encoder."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool, _pool_pid = ThreadPoolExecutor(max_workers=32, thread_name_prefix="simcore-analysis"), os.getpid()
+    return _pool
 
 
 def run_trial(
@@ -245,6 +288,8 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
     described = trial.world.intervention.describe() if trial.world.intervention is not None else None
     if described is not None:
         out["perturbation"] = described
+    if trial.encoder is not None:
+        out["embeddings"] = trial.encoder
     return out
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from simcore.kernel import World
     from simcore.runner import TrialResult
 
-SCENARIO_API_VERSION = "2.2.0"
+SCENARIO_API_VERSION = "2.3.0"
 """Semantic version of the Scenario API: the :class:`Scenario` fields and the helpers
 scenarios call (listed in ``tests/golden/scenario_api.json``). A major bump breaks
 existing scenarios; a minor one only adds."""
@@ -107,6 +107,8 @@ class Scenario:
             [0, 1]); summaries over trials give them proportion intervals
             (:func:`simcore.stats.describe_proportion`) instead of t intervals.
         null: The scenario's null (see :class:`Null`), for ``python -m simcore.calibrate``.
+        embeds: Whether a config's analysis embeds texts (then the model starts
+            loading in the background when a trial on a real backend starts).
     """
 
     name: str
@@ -124,6 +126,7 @@ class Scenario:
     trial: Callable[[Any, int, "BackendSpec", "Backend"], Awaitable["TrialResult"]] | None = None
     proportions: frozenset[str] = frozenset()
     null: Null | None = None
+    embeds: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,34 @@ def installed(tmp_path, monkeypatch):
     scenario_module.clear_cache()
     for name in [m for m in sys.modules if m.startswith("mylab")]:
         del sys.modules[name]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _embed_cache(tmp_path_factory):
+    """Tests never touch the user's embedding cache: one under the session's tmp dir.
+
+    Set in the environment, so subprocesses and pool workers use it too.
+    """
+    import os
+
+    from simcore import embed_cache
+
+    old = os.environ.get(embed_cache.ENV)
+    os.environ[embed_cache.ENV] = str(tmp_path_factory.mktemp("embed-cache"))
+    yield
+    if old is None:
+        os.environ.pop(embed_cache.ENV, None)
+    else:
+        os.environ[embed_cache.ENV] = old
+
+
+@pytest.fixture(autouse=True)
+def _analysis_env(monkeypatch):
+    """The command lines put --plots/--device/--embed-cache in the environment: undo it after each test."""
+    import os
+
+    from simcore import embed_cache, embeddings, plots
+
+    monkeypatch.setenv(plots.PLOTS_ENV, "all")
+    monkeypatch.setenv(embeddings.DEVICE_ENV, "auto")
+    monkeypatch.setenv(embed_cache.ENV, os.environ[embed_cache.ENV])

@@ -167,7 +167,7 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, messag
 def test_cli_monte_carlo_json_prints_only_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "scenarios.context_corrosion", "--trials", "2", "--rounds", "1",
-         "--n-peers", "2", "--no-plots", "--seed", "3", "--json", "--out", str(tmp_path)],
+         "--n-peers", "2", "--plots", "none", "--seed", "3", "--json", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -178,7 +178,7 @@ def test_cli_monte_carlo_json_prints_only_json(tmp_path):
 
 
 def test_cli_counterfactual_prints_a_table(tmp_path, capsys):
-    assert main(SCENARIO, ["--counterfactual", "--rounds", "1", "--n-peers", "2", "--no-plots",
+    assert main(SCENARIO, ["--counterfactual", "--rounds", "1", "--n-peers", "2", "--plots", "none",
                            "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "counterfactual: 1 trial(s) per arm" in out and "summary directory:" in out

@@ -43,3 +43,162 @@ def test_encode_caches_by_text_and_matches_the_model(alone):
     reference = embeddings.get_model().encode(TEXTS[:2], normalize_embeddings=True)
     np.testing.assert_allclose(first[:2], reference, atol=1e-5)  # the same model, up to float rounding
     assert embeddings.encode([]).shape == (0, embeddings.DIM)
+
+
+# -- devices, the persistent cache, the encoder thread (issue 15) ---------------------------
+
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import threading  # noqa: E402
+import uuid  # noqa: E402
+
+from simcore.embed_cache import ENV, DiskCache  # noqa: E402
+
+
+def test_unknown_or_unseen_devices_are_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^device: must be one of auto, cpu, cuda, mps; got 'tpu'$"):
+        embeddings.check_device("tpu")
+    assert embeddings.check_device("cpu") == "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^device: cuda was asked for but torch sees no cuda device"):
+            embeddings.check_device("cuda")
+        assert embeddings.check_device("auto") in ("cpu", "mps")
+
+
+def test_the_cache_key_holds_model_device_and_dtype(tmp_path):
+    cache = DiskCache(tmp_path / "e.sqlite", embeddings.DIM)
+    vec = np.arange(embeddings.DIM, dtype=np.float32)
+    cache.put_many(("m", "cpu", "float32"), {"k": vec})
+    assert np.array_equal(cache.get_many(("m", "cpu", "float32"), ["k", "other"])["k"], vec)
+    for other in [("m", "cuda", "float32"), ("m", "cpu", "float16"), ("m2", "cpu", "float32")]:
+        assert cache.get_many(other, ["k"]) == {}
+    cache.put_many(("m", "cpu", "float32"), {"k": vec + 1})  # never overwritten
+    assert np.array_equal(cache.get_many(("m", "cpu", "float32"), ["k"])["k"], vec)
+
+
+def _write_keys(path: str, worker: int) -> None:
+    cache = DiskCache(path, 4)
+    for start in range(0, 200, 10):  # many small transactions, overlapping with the other writers
+        keys = [f"k{i}" for i in range(start, start + 10 + worker)]
+        cache.put_many(("m", "cpu", "float32"), {k: np.full(4, int(k[1:]), np.float32) for k in keys})
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path):
+    path = str(tmp_path / "e.sqlite")
+    procs = [multiprocessing.get_context("spawn").Process(target=_write_keys, args=(path, w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    cache = DiskCache(path, 4)
+    got = cache.get_many(("m", "cpu", "float32"), [f"k{i}" for i in range(203)])
+    assert sorted(got, key=lambda k: int(k[1:])) == [f"k{i}" for i in range(203)]
+    assert all(np.array_equal(v, np.full(4, int(k[1:]), np.float32)) for k, v in got.items())
+    assert cache.count() == 203
+
+
+def test_a_disk_hit_is_the_vector_the_model_made(alone, tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV, str(tmp_path))
+    embeddings.clear_cache()
+    first = embeddings.encode(TEXTS)
+    embeddings.clear_cache()
+    before = embeddings.counts()
+    again = embeddings.encode(TEXTS)
+    after = embeddings.counts()
+    assert after["encoded"] == before["encoded"] and after["disk_hits"] - before["disk_hits"] == len(set(TEXTS))
+    assert np.array_equal(first, again) and np.array_equal(again, alone)
+
+
+def test_cache_off_encodes_again(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV, "none")
+    assert embeddings.disk_cache() is None
+    embeddings.clear_cache()
+    before = embeddings.counts()["encoded"]
+    embeddings.encode(TEXTS[:2])
+    assert embeddings.counts()["encoded"] - before == 2
+
+
+def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
+    """Threads asking at once are served by one encoder, in batches, each with its own vectors."""
+    monkeypatch.setenv(ENV, "none")
+    embeddings.get_model()
+    real = embeddings._forward
+    gate, sizes = threading.Event(), []
+
+    def slow(texts):
+        gate.wait(30)  # the first batch holds the encoder until every thread has asked
+        sizes.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embeddings, "_forward", slow)
+    tag = uuid.uuid4().hex
+    texts = [[f"{tag} thread {i} says {j}" for j in range(3)] for i in range(8)]
+    out: dict[int, np.ndarray] = {}
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, embeddings.encode(texts[i])))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    while embeddings._encoder.queue.qsize() < 7 and len(sizes) == 0:
+        threading.Event().wait(0.01)
+    gate.set()
+    for t in threads:
+        t.join(60)
+    assert len(sizes) <= 2 and sum(sizes) == 24  # at most: the first request alone, then the rest
+    for i in range(8):
+        assert np.array_equal(out[i], real(texts[i]))
+
+
+def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch):
+    from simcore.counterfactual import run_arms
+    from simcore.scenario import load_scenario
+
+    monkeypatch.setenv(ENV, str(tmp_path / "cache"))
+    scenario = load_scenario("context_corrosion")
+    config = scenario.config_type.from_mapping({"rounds": 1, "n_peers": 2, "plots": False})
+    embeddings.clear_cache()
+    first = run_arms(scenario, config, 5, n_trials=2, out=tmp_path / "a", progress=False)
+    embeddings.clear_cache()  # a new process would start with an empty memory cache too
+    before = embeddings.counts()
+    second = run_arms(scenario, config, 5, n_trials=2, out=tmp_path / "b", progress=False)
+    after = embeddings.counts()
+    assert after["encoded"] == before["encoded"] and after["forward_calls"] == before["forward_calls"]
+    assert after["disk_hits"] > before["disk_hits"]
+    assert first["run_A_aggregate"] == second["run_A_aggregate"]
+    assert first["run_B_aggregate"] == second["run_B_aggregate"]
+    run = tmp_path / "b" / "context_corrosion" / f"{second['run_A_trial_ids'][0]}"
+    assert json.loads((run / "manifest.json").read_text())["embeddings"] == embeddings.settings()
+    assert embeddings.settings()["device"] == embeddings.check_device("auto")
+    assert embeddings.settings()["dtype"] == "float32"
+
+
+def test_bad_analysis_flags_exit_2_before_any_work(tmp_path, capsys):
+    from simcore.cli import main
+    from simcore.scenario import load_scenario
+
+    scenario = load_scenario("context_corrosion")
+    for flags, message in [(["--device", "tpu"], "error: device: must be one of auto, cpu, cuda, mps; got 'tpu'"),
+                           (["--embed-cache", ""], "error: embed_cache: must be a directory or none")]:
+        with pytest.raises(SystemExit) as exc:
+            main(scenario, [*flags, "--out", str(tmp_path)])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.startswith(message)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("level", ["all", "summary", "none"])
+def test_plot_levels(level, tmp_path, monkeypatch):
+    from simcore.counterfactual import run_arms
+    from simcore.plots import PLOTS_ENV
+    from simcore.scenario import load_scenario
+
+    monkeypatch.setenv(PLOTS_ENV, level)
+    scenario = load_scenario("context_corrosion")
+    config = scenario.config_type.from_mapping({"rounds": 1, "n_peers": 2})
+    summary = run_arms(scenario, config, 5, n_trials=2, out=tmp_path, progress=False)
+    root = tmp_path / "context_corrosion"
+    run_plots = list((root / summary["run_A_trial_ids"][0]).glob("plots/*.png"))
+    assert bool(run_plots) == (level == "all")
+    assert (root / summary["experiment_id"] / "plots" / "comparison.png").exists() == (level != "none")

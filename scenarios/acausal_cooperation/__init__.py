@@ -19,6 +19,12 @@ from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import build
 from simcore.scenario import Null, Scenario
 
+
+def embeds(cfg: AcausalConfig) -> bool:
+    """Whether the analysis embeds texts (a module function: scenarios are pickled for pool workers)."""
+    return bool(cfg.embeddings)
+
+
 SCENARIO = Scenario(
     name="acausal_cooperation",
     description=(
@@ -32,6 +38,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    embeds=embeds,
     counterfactual=("identity_insight", True, False),
     compare=compare,
     outcome=outcome,

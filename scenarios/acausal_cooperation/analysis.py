@@ -54,6 +54,7 @@ from scenarios.acausal_cooperation.experiment import round_scores
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
 from simcore.basis import basis, shown
 from simcore.kernel import World
+from simcore.plots import run_plots_wanted
 from simcore.records import atomic_write, write_json
 
 IDENTITY_KEYWORDS = (
@@ -483,6 +484,8 @@ def write_artifacts(run_dir: Path, world: World, cfg: AcausalConfig, results: di
     }
     write_json(run_dir / "acausal_analysis.json", analysis)
     atomic_write(run_dir / "analysis_report.txt", report(results))
+    if not run_plots_wanted():
+        return {}
     plots = write_plots(run_dir / "plots", rounds, results)
     return {"plots": [str(p.relative_to(run_dir)) for p in plots]}
 

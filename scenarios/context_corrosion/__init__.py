@@ -27,6 +27,12 @@ def serve(argv: list[str]) -> int:
     return serve_command(argv)
 
 
+
+def embeds(cfg: CorrosionConfig) -> bool:
+    """Whether the analysis embeds texts (a module function: scenarios are pickled for pool workers)."""
+    return bool(cfg.metrics)
+
+
 SCENARIO = Scenario(
     name="context_corrosion",
     description=(
@@ -39,6 +45,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    embeds=embeds,
     counterfactual=("biased", True, False),
     compare=compare,
     commands={"serve": serve},

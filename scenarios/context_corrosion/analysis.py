@@ -1,7 +1,7 @@
 """Analysis of a context-corrosion run: embeddings, the seed's metrics, artifacts.
 
-:func:`analyze` embeds what every agent said (one batched encode per phase or
-round, through :mod:`simcore.embeddings`) and computes the metrics of
+:func:`analyze` embeds what every agent said (one batched encode per
+trial, through :mod:`simcore.embeddings`) and computes the metrics of
 :mod:`.metrics`. With ``metrics=False`` in the config it skips the embeddings and
 keeps only the reply-level figures, so kernel benchmarks never load the model.
 """
@@ -23,6 +23,7 @@ from scenarios.context_corrosion.metrics import (
 from scenarios.context_corrosion.tasks import task
 from simcore.basis import basis, shown
 from simcore.kernel import World
+from simcore.plots import run_plots_wanted
 from simcore.records import write_json
 from simcore.rng import derive_seed
 
@@ -36,15 +37,11 @@ def label(cfg: CorrosionConfig) -> str:
 
 
 def embed(texts: dict[tuple[str, int, str], str]) -> Any:
-    """An EmbeddingStore of ``texts``, one encode call per (phase, round)."""
+    """An EmbeddingStore of ``texts``, in one encode call (a vector does not depend on its batch)."""
     from simcore.embeddings import EmbeddingStore
 
     store = EmbeddingStore()
-    groups: dict[tuple[str, int], list[tuple[tuple[str, int, str], str]]] = {}
-    for key, text in texts.items():
-        groups.setdefault(key[:2], []).append((key, text))
-    for items in groups.values():
-        store.add_batch(items)
+    store.add_batch(texts.items())
     return store
 
 
@@ -218,7 +215,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: 
         from scenarios.context_corrosion.plots import write_run_plots
 
         store.save(run_dir / "embeddings.npz")
-        if cfg.plots:
+        if cfg.plots and run_plots_wanted():
             added["plots"] = write_run_plots(run_dir / "plots", results, label(cfg))
     write_json(
         run_dir / "experiment.json",

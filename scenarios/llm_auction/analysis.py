@@ -18,6 +18,7 @@ from scenarios.llm_auction.config import STYLES, AuctionConfig
 from simcore.basis import basis, shown
 from simcore.counterfactual import generic_compare
 from simcore.kernel import World
+from simcore.plots import run_plots_wanted
 from simcore.records import atomic_write
 from simcore.stats import describe, proportion_ci
 
@@ -290,10 +291,12 @@ def write_artifacts(run_dir: Path, world: World, cfg: AuctionConfig, results: di
     flagged = _frame(world.state.get("flagged", []), FLAGGED_COLUMNS)
     atomic_write(run_dir / "flagged_replies.csv", flagged.to_csv(index=False))
     files.append("flagged_replies.csv")
-    from scenarios.llm_auction.plots import participation_by_style
+    if run_plots_wanted():
+        from scenarios.llm_auction.plots import participation_by_style
 
-    participation_by_style(t["agent_round_results"], run_dir / "plots" / "participation_by_style.png")
-    return {"artifacts": files + ["plots/participation_by_style.png"]}
+        participation_by_style(t["agent_round_results"], run_dir / "plots" / "participation_by_style.png")
+        files.append("plots/participation_by_style.png")
+    return {"artifacts": files}
 
 
 # -- comparisons between two arms ------------------------------------------------

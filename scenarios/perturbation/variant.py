@@ -222,7 +222,7 @@ async def _trial(name: str, config: Any, seed: int, spec: BackendSpec, backend: 
         "n_events": len(world.trace),
         "trace_sha256": world.trace.sha256(),
     }
-    return TrialResult(scenario, config, seed, spec, base.status, base.error, world, results, wall)
+    return TrialResult(scenario, config, seed, spec, base.status, base.error, world, results, wall, base.encoder)
 
 
 def _summarize(results: dict[str, Any]) -> str:

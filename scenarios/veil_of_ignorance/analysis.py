@@ -43,6 +43,7 @@ from scenarios.veil_of_ignorance.principles import (
 )
 from simcore.basis import basis, shown
 from simcore.kernel import World
+from simcore.plots import run_plots_wanted
 from simcore.records import write_json
 
 #: The metrics that are shares in [0, 1] (``Scenario.proportions``).
@@ -230,7 +231,8 @@ def write_artifacts(run_dir: Path, world: World, cfg: VeilConfig, results: dict[
     if cfg.logging.enabled:
         write_json(run_dir / "experiment.json", agent_centric(world, cfg, results))
         out["experiment_json"] = "experiment.json"
-    out["plots"] = [str(p.relative_to(run_dir)) for p in plot(run_dir / "plots", world, results)]
+    if run_plots_wanted():
+        out["plots"] = [str(p.relative_to(run_dir)) for p in plot(run_dir / "plots", world, results)]
     return out
 
 

@@ -30,7 +30,9 @@ from simcore.batch.store import read_backend_options, read_definition
 from simcore.batch.sweep import default_out, estimate_cost, plan_sweep, run_sweep
 from simcore.cli import (
     OneLineParser,
+    add_analysis_args,
     add_config_args,
+    apply_analysis_args,
     backend_spec,
     config_values,
     fail,
@@ -38,6 +40,7 @@ from simcore.cli import (
 )
 from simcore.config import ConfigError
 from simcore.records import check_out_dir
+from simcore.plots import summary_plots_wanted
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
@@ -115,6 +118,7 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.add_argument("--no-plot", action="store_true", help="skip plots/metrics.png")
     add_backend_args(parser, sweep=True)
+    add_analysis_args(parser)
     if scenario is not None:
         add_config_args(parser, scenario.config_type)
     return parser
@@ -207,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out
     try:
         kw = resolve(scenario, args)
+        apply_analysis_args(args, "summary")
         if args.keep_failed and not args.resume:
             raise ConfigError("keep_failed: --keep-failed only applies with --resume")
         plan = plan_sweep(scenario, kw.pop("trials"), kw.pop("grid"), **kw)
@@ -223,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out=out, resume=args.resume, keep_failed=args.keep_failed, budget_usd=args.budget_usd,
             fail_fast=bool(args.fail_fast), max_failed_trials=_int("max_failed_trials", args.max_failed_trials),
             trial_timeout_s=args.trial_timeout,
-            progress=not args.no_progress, plot=not args.no_plot, echo=say,
+            progress=not args.no_progress, plot=not args.no_plot and summary_plots_wanted(), echo=say,
         )
     except (ConfigError, BackendConfigError) as exc:  # BackendConfigError: a damaged file, too
         fail(str(exc))

@@ -1,0 +1,112 @@
+"""The persistent embedding cache: vectors on disk, shared by processes and later runs.
+
+One SQLite file, ``<dir>/embeddings.sqlite``, holds a row per (model, device,
+dtype, sha256 of the text). The device and dtype are part of the key because a
+GPU's vectors differ from a CPU's in their last bits: a sweep never mixes them.
+
+Concurrent writers are safe: the database runs in WAL mode (readers never block
+the writer), every write is one ``INSERT OR IGNORE`` transaction (two processes
+that encode the same text store it once, and a vector is never overwritten), and
+a busy database is waited for, not failed on.
+
+Where it lives: ``--embed-cache DIR`` sets ``SIMCORE_EMBED_CACHE``, which pool
+workers inherit; ``none`` turns the cache off. By default it is
+``$XDG_CACHE_HOME/simcore`` (or ``~/.cache/simcore``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+
+ENV = "SIMCORE_EMBED_CACHE"
+OFF = "none"
+FILE = "embeddings.sqlite"
+
+
+def cache_dir() -> Path | None:
+    """The cache directory the environment names, or None when the cache is off."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() == OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "simcore"
+
+
+class DiskCache:
+    """Vectors by (model, device, dtype, text sha256) in one SQLite file.
+
+    One connection per process (re-opened after a fork), used under a lock, so
+    threads of one process share it.
+    """
+
+    def __init__(self, path: str | Path, dim: int) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, device TEXT, dtype TEXT, sha256 TEXT, "
+                "vec BLOB NOT NULL, PRIMARY KEY (model, device, dtype, sha256)) WITHOUT ROWID"
+            )
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def get_many(self, namespace: tuple[str, str, str], keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of ``keys`` (text sha256s); missing keys are left out."""
+        keys = list(keys)
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            db = self._db()
+            for start in range(0, len(keys), 500):  # under SQLite's limit on bound parameters
+                chunk = keys[start : start + 500]
+                rows = db.execute(
+                    "SELECT sha256, vec FROM vectors WHERE model=? AND device=? AND dtype=? "
+                    f"AND sha256 IN ({','.join('?' * len(chunk))})", (*namespace, *chunk),
+                ).fetchall()
+                for key, blob in rows:
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape == (self.dim,):  # a row of another width is not ours: encode again
+                        found[key] = vec
+        return found
+
+    def put_many(self, namespace: tuple[str, str, str], vectors: Mapping[str, np.ndarray]) -> None:
+        """Store ``vectors`` by text sha256; rows already there are kept as they are."""
+        rows = [(*namespace, k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in vectors.items()]
+        if not rows:
+            return
+        with self._lock:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def count(self) -> int:
+        """Number of stored vectors (all namespaces)."""
+        with self._lock:
+            return self._db().execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
