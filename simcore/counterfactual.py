@@ -36,8 +36,8 @@ from backends.registry import BackendSpec
 from simcore import quality, stats
 from simcore.basis import shares
 from simcore.config import Config, ConfigError
-from simcore.progress import progress_bar
 from simcore.plots import summary_plots_wanted
+from simcore.progress import progress_bar
 from simcore.records import (
     atomic_write,
     check_run_id,

@@ -39,8 +39,8 @@ from simcore.cli import (
     parse_seed,
 )
 from simcore.config import ConfigError
-from simcore.records import check_out_dir
 from simcore.plots import summary_plots_wanted
+from simcore.records import check_out_dir
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
