@@ -45,6 +45,7 @@ from backends.base import canonical_json
 from backends.registry import BackendSpec
 from simcore import stats
 from simcore.config import Config, ConfigError
+from simcore.readers import read_calibration
 from simcore.records import (
     atomic_write,
     check_out_dir,
@@ -188,15 +189,13 @@ def summarize(scenario: Scenario, outcomes: Mapping[str, list[dict[str, dict[str
 # -- files -------------------------------------------------------------------
 
 def installed(scenario: Scenario) -> dict[str, Any] | None:
-    """The calibration installed beside a scenario (``--install``), or None."""
+    """The calibration installed beside a scenario (``--install``), or None if there is none.
+
+    Raises:
+        DamagedFile: when the installed file is damaged (its marks must not vanish silently).
+    """
     path = scenario_dir(scenario) / CALIBRATION_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("metrics"), list) else None
+    return read_calibration(path) if path.is_file() else None
 
 
 def scenario_dir(scenario: Scenario) -> Path:

@@ -432,6 +432,7 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
+    from simcore.calibrate import installed as installed_calibration
     from simcore.counterfactual import arm_configs, run_arms, trial_seeds
     from simcore.runner import build_world
 
@@ -453,6 +454,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         spec = backend_spec(args)
         apply_analysis_args(args, "all" if n_trials is None else "summary")
         model_note(config, args)
+        installed_calibration(scenario)  # a damaged calibration.json is named before any trial runs
         arms = arm_configs(scenario, config)
         seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
         if getattr(args, "estimate", False):

@@ -18,6 +18,7 @@ cassette.sqlite    :func:`read_cassette`                      ``files`` hash, SQ
 embeddings.npz     :func:`read_embeddings`                    ``files`` hash, arrays
 other JSON files   :func:`read_record`, :func:`read_jsonl`    ``files`` hash, top-level keys
 a ledger line      :func:`read_ledger_line`                   its schema
+calibration.json   :func:`read_calibration`                   its schema, each metric's row
 sweep.json         :func:`read_sweep_definition`              its schema
 =================  =========================================  ==========================
 
@@ -47,6 +48,7 @@ __all__ = [
     "RunRecord",
     "file_sha256",
     "parse_json",
+    "read_calibration",
     "read_cassette",
     "read_embeddings",
     "read_jsonl",
@@ -460,3 +462,32 @@ def read_sweep_definition(sweep_dir: str | Path) -> dict[str, Any] | None:
     _check(path, data, SWEEP_SCHEMA)
     _check(path, data["definition"], DEFINITION_SCHEMA, prefix="definition.")
     return data["definition"]
+
+
+RATE: Check = (lambda v: v is None or (_is_number(v) and 0 <= v <= 1), "a number from 0 to 1 or null")
+CALIBRATION_SCHEMA: dict[str, Check] = {
+    "monte_carlos": INDEX, "trials": INDEX, "written": STRING, "metrics": LIST,
+}
+CALIBRATION_ROW_SCHEMA: dict[str, Check] = {
+    "metric": TEXT,
+    "confounded": (lambda v: isinstance(v, bool), "true or false"),
+    "reason": _optional(STRING),
+    **{name: RATE for name in ("fp_rate", "fp_low", "fp_high", "power", "power_low", "power_high")},
+}
+
+
+def read_calibration(path: str | Path) -> dict[str, Any]:
+    """A scenario's installed ``calibration.json`` (written by ``simcore.calibrate --install``).
+
+    Raises:
+        DamagedFile: when the file or one of its metric rows fails the schema, so a
+            damaged calibration never silently drops the marks it carries.
+    """
+    path = Path(path)
+    data = _json_object(path)
+    _check(path, data, CALIBRATION_SCHEMA)
+    for k, row in enumerate(data["metrics"]):
+        if not isinstance(row, dict):
+            raise DamagedFile(path, f"metrics[{k}]: must be an object")
+        _check(path, row, CALIBRATION_ROW_SCHEMA, prefix=f"metrics[{k}].")
+    return data

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from simcore.calibrate import MetricCalibration, annotate, effect_tests, summarize
@@ -96,3 +99,67 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     res = run(*args, "--out", str(tmp_path / "out"))
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def install(tmp_path: Path, monkeypatch, record: dict) -> None:
+    (tmp_path / "calibration.json").write_text(json.dumps(record))
+    monkeypatch.setattr("simcore.calibrate.scenario_dir", lambda s: tmp_path)
+
+
+CONFOUNDED = MetricCalibration("dominant_self_drift", 30, 30, 1.0, 0.89, 1.0, 30, 30, 1.0, 0.89, 1.0, True,
+                               "it measures D itself")
+RECORD = {"metrics": [CONFOUNDED.__dict__], "written": "2026-11-23", "monte_carlos": 30, "trials": 10}
+
+
+@pytest.mark.parametrize("damage, message", [
+    ({"metrics": [{**CONFOUNDED.__dict__, "confounded": "yes"}]}, "metrics[0].confounded: must be true or false"),
+    ({"metrics": [{**CONFOUNDED.__dict__, "fp_rate": 3}]}, "metrics[0].fp_rate: must be a number from 0 to 1"),
+    ({"metrics": "all"}, "metrics: must be a list"),
+    ({"metrics": [7]}, "metrics[0]: must be an object"),
+])
+def test_a_damaged_calibration_is_named_not_dropped(tmp_path, monkeypatch, damage, message):
+    from simcore.calibrate import installed
+    from simcore.readers import DamagedFile
+
+    install(tmp_path, monkeypatch, {**RECORD, **damage})
+    with pytest.raises(DamagedFile, match=re.escape(message)):
+        installed(load_scenario("context_corrosion"))
+    (tmp_path / "calibration.json").write_text('{"metrics": [')
+    with pytest.raises(DamagedFile, match="calibration.json"):
+        installed(load_scenario("context_corrosion"))
+
+
+def test_a_monte_carlo_refuses_a_damaged_calibration_before_any_trial(tmp_path, monkeypatch, capsys):
+    from simcore.cli import main
+
+    install(tmp_path, monkeypatch, {**RECORD, "trials": -1})
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main(load_scenario("context_corrosion"), ["--trials", "2", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and "calibration.json: trials: must be an integer >= 0" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_a_sweep_comparison_carries_the_calibration_only_for_the_calibrated_pair(tmp_path, monkeypatch):
+    from simcore.batch import plan_sweep
+    from simcore.batch.report import calibrated_pairs, compare_conditions
+
+    install(tmp_path, monkeypatch, RECORD)
+    # The generic comparison (no run directories to read); the calibration is context_corrosion's.
+    cc = dataclasses.replace(load_scenario("context_corrosion"), compare=None)
+    plan = plan_sweep(cc, 4)  # the default condition axis is the counterfactual: biased=true,false
+    assert calibrated_pairs(plan) == {1}
+    assert calibrated_pairs(plan_sweep(cc, 4, conditions=("biased", [False, True]))) == {1}
+    assert calibrated_pairs(plan_sweep(cc, 4, conditions=("rounds", [2, 3]))) == set()
+    assert calibrated_pairs(plan_sweep(cc, 4, conditions=None)) == set()
+    a, b = plan.condition_labels
+    rows = [{"cell": 0, "trial": t, "condition": c, "status": "ok", "run_dir": f"r{t}{c}",
+             "metric_dominant_self_drift": t * 0.1 + (0.5 if c == a else 0.0)} for t in range(4) for c in (a, b)]
+    [entry] = compare_conditions(plan, pd.DataFrame(rows), tmp_path, ["metric_dominant_self_drift"])
+    assert entry["result"]["dominant_self_drift"]["calibration"]["confounded"] is True
+    other = plan_sweep(cc, 4, conditions=("rounds", [2, 3]))
+    a, b = other.condition_labels
+    rows = [{**r, "condition": a if r["condition"].endswith("true") else b} for r in rows]
+    [entry] = compare_conditions(other, pd.DataFrame(rows), tmp_path, ["metric_dominant_self_drift"])
+    assert "calibration" not in entry["result"]["dominant_self_drift"]

@@ -580,6 +580,14 @@ def test_compare_writes_the_comparison(tmp_path, capsys):
     assert stats["auction"]["correctness_pooled"]["n"] == 4
     assert len(out["pairs"]) == 3 and "p_holm" in out["pairs"][0]["correctness"]
     assert {"delta_mean", "ci95_low", "ci95_high", "paired_p_value"} <= set(out["pairs"][0]["correctness"])
+    # One rule decides every pair: the paired p Holm-adjusted across the mechanism pairs.
+    for pair in out["pairs"]:
+        for entry in (pair[m] for m in pair if isinstance(pair[m], dict)):
+            assert entry["decided_by"].startswith("paired t-test, Holm-adjusted across 3 mechanism pairs")
+            assert entry["significant"] == (None if entry["p_holm"] is None else entry["p_holm"] < 0.05)
+        # Only the pair the scenario calibrated (its counterfactual) carries the installed calibration.
+        calibrated = {pair["a"], pair["b"]} == {"auction", "free_discussion"}
+        assert ("calibration" in pair["correctness"]) == calibrated
     rounds = pd.read_csv(d / "agent_round_results.csv")
     assert len(rounds) == 3 * 2 * 2 * 5
 

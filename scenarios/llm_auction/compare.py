@@ -51,6 +51,7 @@ from simcore.cli import (
     add_common_args,
     add_config_args,
     backend_spec,
+    check_before_work,
     fail,
     parse_seed,
     parse_trials,
@@ -75,6 +76,8 @@ from simcore.stats import (
     holm,
     proportion_ci,
 )
+
+ALPHA = 0.05
 
 
 @dataclass
@@ -183,12 +186,22 @@ def statistics(c: Comparison) -> dict[str, Any]:
             paired_samples=True, seed=derive_seed(c.seed, f"boot.{a}.{b}"),
         )
         pairs.append({"a": a, "b": b, "n_pairs": len(ok), **diff})
-    # compare_metrics corrects across the metrics of one pair; the question here is
-    # which mechanisms differ on a metric, so p_holm corrects across the pairs.
+    # The question here is which mechanisms differ on a metric, so the one rule that
+    # decides is the paired p Holm-adjusted across the mechanism pairs (p_holm); it
+    # replaces compare_metrics' rule (across the metrics of one pair) so no output
+    # shows two verdicts.
+    from scenarios.llm_auction import SCENARIO
+    from simcore.calibrate import annotate
+
+    rule = f"paired t-test, Holm-adjusted across {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'}, " \
+           f"p < {ALPHA:g}"
     for key in COMPARED:
         adjusted = holm([p[key]["paired_p_value"] for p in pairs])
         for p, adj in zip(pairs, adjusted):
-            p[key]["p_holm"] = adj
+            p[key].update(p_holm=adj, significant=None if adj is None else adj < ALPHA, decided_by=rule)
+    for p in pairs:  # the pair the scenario calibrated (its counterfactual) carries the marks
+        if {p["a"], p["b"]} == {SCENARIO.counterfactual[1], SCENARIO.counterfactual[2]}:
+            annotate(SCENARIO, p)
     return {"mechanisms": per_mech, "by_style": styles, "pairs": pairs}
 
 
@@ -245,10 +258,15 @@ def report(stats: dict[str, Any]) -> str:
         p_holm = "-" if d["p_holm"] is None else f"{d['p_holm']:.3g}"
         # One pair (--trials 1) has no bootstrap interval.
         boot = "n/a" if d["ci95_low"] is None else f"{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}"
+        verdict = {True: "significant", False: "not significant"}.get(d["significant"], "not tested")
+        if (d.get("calibration") or {}).get("confounded"):
+            verdict += f"; CONFOUNDED UNDER THE NULL: {d['calibration']['reason']}"
         lines.append(
             f"correctness {p['a']} - {p['b']}: {d['delta_mean']:+.3f} "
-            f"[{boot}] (paired bootstrap), Holm p = {p_holm}, {p['n_pairs']} pairs"
+            f"[{boot}] (paired bootstrap), Holm p = {p_holm}, {verdict}, {p['n_pairs']} pairs"
         )
+    if stats["pairs"]:
+        lines.append(f"decided by: {stats['pairs'][0]['correctness']['decided_by']}")
     return "\n".join(lines)
 
 
@@ -282,6 +300,7 @@ def parse_mechanisms(value: str) -> list[str]:
 def main(argv: Sequence[str]) -> int:
     """The ``compare`` subcommand; returns the exit status."""
     from scenarios.llm_auction import SCENARIO
+    from simcore.calibrate import installed as installed_calibration
 
     args = build_parser().parse_args(list(argv))
     try:
@@ -295,6 +314,8 @@ def main(argv: Sequence[str]) -> int:
         if args.estimate:
             runs = [(cfg.replace(mechanism=m), s) for s in trial_seeds(seed, n) for m in mechanisms]
             return print_estimate(SCENARIO, runs, spec, as_json=args.json)
+        check_before_work(args.out, spec)
+        installed_calibration(SCENARIO)  # a damaged calibration.json is named before any trial runs
         # Worlds are built as trials start, so input that only building can reject
         # (e.g. a missing topology file) fails in the first trial, before any write.
         c = asyncio.run(run_comparison_async(cfg, seed, n, mechanisms, spec, progress=True))

@@ -30,6 +30,7 @@ from backends.base import canonical_json
 from simcore import quality, stats
 from simcore.batch.plan import NO_CONDITION, SweepPlan
 from simcore.batch.worker import FAILURE_KINDS, OTHER_KIND
+from simcore.calibrate import annotate
 from simcore.readers import read_run
 from simcore.records import atomic_write, write_json
 from simcore.rng import derive_seed
@@ -189,6 +190,7 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
     if plan.conditions is None:
         return []
     labels = plan.condition_labels
+    calibrated = calibrated_pairs(plan)
     out = []
     for cell, sub in df.groupby("cell", sort=False):
         ok = sub[sub["status"] == "ok"]
@@ -217,8 +219,25 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 entry["result"] = generic_compare(
                     a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}")
                 )
+            if k in calibrated and "result" in entry:
+                annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]))
             out.append(entry)
     return out
+
+
+def calibrated_pairs(plan: SweepPlan) -> set[int]:
+    """The conditions (by index) whose comparison with the first is the scenario's calibrated one.
+
+    Calibration measured the scenario's counterfactual (arm A against arm B), so its
+    marks belong to a sweep comparison only when the condition axis is that field and
+    the pair is those two values (in either order).
+    """
+    cf = plan.scenario.counterfactual
+    if plan.conditions is None or cf is None or plan.conditions[0] != cf[0]:
+        return set()
+    values = plan.conditions[1]
+    arms = [cf[1], cf[2]]
+    return {k for k in range(1, len(values)) if sorted([values[0], values[k]], key=repr) == sorted(arms, key=repr)}
 
 
 def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int) -> dict[str, Any]:

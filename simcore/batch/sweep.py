@@ -35,6 +35,7 @@ from simcore.batch.plan import SweepPlan, TrialJob, build_plan, check_buildable
 from simcore.batch.report import build_table, finish_command, summarize, write_outputs
 from simcore.batch.store import SweepStore
 from simcore.batch.worker import WorkerContext
+from simcore.calibrate import installed as installed_calibration
 from simcore.config import Config, ConfigError
 from simcore.estimate import estimate
 from simcore.scenario import Scenario, load_scenario
@@ -248,6 +249,7 @@ def run_sweep(
             raise ConfigError(f"budget_usd: must be a number >= 0, got {budget_usd!r}")
     slots = {"local": workers, "dask": None if address else workers}.get(executor, 1)
     _check_backend(plan.spec, slots)
+    installed_calibration(plan.scenario)  # a damaged calibration.json is named before any trial runs
 
     sweep_dir = Path(out) if out is not None else default_out(plan)
     store = SweepStore(sweep_dir, plan, resume, keep_failed=keep_failed)
