@@ -316,6 +316,28 @@ def format_table(rows: Sequence[MetricCalibration]) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(scenarios: Sequence[Scenario]) -> str:
+    """Every compared metric's installed calibration, one Markdown table (the README's).
+
+    A scenario with no installed calibration is left out.
+    """
+    def pct(row: Mapping[str, Any], key: str) -> str:
+        v = row[key]
+        return "n/a" if v is None else f"{v:.0%} [{row[key.split('_')[0] + '_low']:.0%}, " \
+                                       f"{row[key.split('_')[0] + '_high']:.0%}]"
+
+    lines = ["| scenario | metric | false positives under the null | power at the default | mark |",
+             "| --- | --- | --- | --- | --- |"]
+    for scenario in scenarios:
+        data = installed(scenario)
+        for row in (data or {}).get("metrics", []):
+            cause = (row["reason"] or "").partition(": ")[2]
+            mark = ("**confounded**" + (f": {cause}" if cause else "")) if row["confounded"] else ""
+            lines.append(f"| {scenario.name} | `{row['metric']}` | {pct(row, 'fp_rate')} | {pct(row, 'power')} "
+                         f"| {mark} |")
+    return "\n".join(lines)
+
+
 # -- command line ----------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,9 @@
 
 Writes ``DIR/NAME/``, a small project that works as it is (the package in
 ``src/NAME/``, a src layout, so that the project directory never shadows the
-installed package): a config with two
-fields and a counterfactual, a two-phase protocol (a parallel opening, then one
+installed package): a config with three
+fields (a group size, the counterfactual's field, and the stub's planted effect, whose
+null value lets ``python -m simcore.calibrate`` run), a two-phase protocol (a parallel opening, then one
 speaking round), a stub behaviour model with a planted effect, one metric and a
 compare, a test, and a ``pyproject.toml`` that registers the scenario under the
 ``simcore.scenarios`` entry point. After ``pip install -e DIR/NAME`` the scenario

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simcore.calibrate import MetricCalibration, annotate, effect_tests, summarize
+from simcore.calibrate import MetricCalibration, annotate, effect_tests, markdown_table, summarize
 from simcore.cli import format_arms
 from simcore.scenario import load_scenario
 
@@ -163,3 +163,10 @@ def test_a_sweep_comparison_carries_the_calibration_only_for_the_calibrated_pair
     rows = [{**r, "condition": a if r["condition"].endswith("true") else b} for r in rows]
     [entry] = compare_conditions(other, pd.DataFrame(rows), tmp_path, ["metric_dominant_self_drift"])
     assert "calibration" not in entry["result"]["dominant_self_drift"]
+
+
+def test_the_readme_table_is_the_installed_calibration():
+    names = ("context_corrosion", "acausal_cooperation", "llm_auction", "veil_of_ignorance")
+    table = markdown_table([load_scenario(n) for n in names])
+    assert table.count("\n") >= 2 + len(names)  # every scenario has calibrated metrics installed
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8")

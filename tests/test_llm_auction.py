@@ -754,6 +754,17 @@ def test_plots_draw_degenerate_shares(tmp_path):
     assert len(list(tmp_path.glob("*.png"))) == 15
 
 
+def test_the_correctness_plot_says_how_many_ballots_were_readable():
+    from scenarios.llm_auction.plots import correctness_labels
+
+    vign = pd.DataFrame({"mechanism": ["auction", "auction", "turn_taking"], "correct": [True, False, True]})
+    rounds = pd.DataFrame({"mechanism": ["auction"] * 5 + ["turn_taking"] * 2,
+                           "vote_correct": [1.0, None, 0.0, None, 1.0, 1.0, 1.0]})
+    assert correctness_labels(vign, rounds) == ["auction\nn=2 vignettes\n3 of 5 ballots readable",
+                                                "turn taking\nn=1 vignettes\n2 of 2 ballots readable"]
+    assert correctness_labels(vign) == ["auction\nn=2 vignettes", "turn taking\nn=1 vignettes"]
+
+
 def test_round_table_offers_the_original_column_name(tmp_path):
     cfg = AuctionConfig(mechanism="turn_taking", n_agents=5, n_vignettes=2)
     run_dir = write_run(run_trial(SCENARIO, cfg, 11), tmp_path)

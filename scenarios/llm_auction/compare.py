@@ -226,7 +226,8 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
         if not c.frames["vignette_results"].empty:
             write_tables(stage, c.frames)
             plots = stage / "plots"
-            correctness_by_mechanism(c.frames["vignette_results"], plots / "correctness_by_mechanism.png")
+            correctness_by_mechanism(c.frames["vignette_results"], plots / "correctness_by_mechanism.png",
+                                     c.frames["agent_round_results"])
             cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
             participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
     return final

@@ -74,20 +74,34 @@ def participation_by_style(rounds: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def correctness_by_mechanism(vignettes: pd.DataFrame, path: Path) -> None:
-    """Share of vignettes decided for the consensus answer, per mechanism."""
+def correctness_labels(vignettes: pd.DataFrame, rounds: pd.DataFrame | None = None) -> list[str]:
+    """Each mechanism's bar label: its name, its vignettes and (given ``rounds``) its readable ballots."""
+    labels = []
+    for m in _mechanisms(vignettes):
+        decided = vignettes.loc[vignettes["mechanism"] == m, "correct"]
+        label = f"{m.replace('_', ' ')}\nn={int(decided.notna().sum())} vignettes"
+        if rounds is not None:
+            ballots = rounds.loc[rounds["mechanism"] == m, "vote_correct"]
+            label += f"\n{int(ballots.notna().sum())} of {len(ballots)} ballots readable"
+        labels.append(label)
+    return labels
+
+
+def correctness_by_mechanism(vignettes: pd.DataFrame, path: Path, rounds: pd.DataFrame | None = None) -> None:
+    """Share of vignettes decided for the consensus answer, per mechanism.
+
+    Each bar says what it rests on: its vignettes and, given the agent-round table
+    ``rounds``, how many ballots were readable (an unreadable ballot is an abstention).
+    """
     plt = _pyplot()
     mechs = _mechanisms(vignettes)
     stats = [_wilson(vignettes.loc[vignettes["mechanism"] == m, "correct"]) for m in mechs]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.bar(
-        [m.replace("_", " ") for m in mechs], [s[0] for s in stats],
+        correctness_labels(vignettes, rounds), [s[0] for s in stats],
         yerr=np.array([[s[1] for s in stats], [s[2] for s in stats]]), capsize=4,
         color=[COLOURS.get(m) for m in mechs],
     )
-    for i, m in enumerate(mechs):
-        n = int(vignettes["mechanism"].eq(m).sum())
-        ax.text(i, 0.02, f"n={n}", ha="center", va="bottom", fontsize=8, color="white")
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("mechanism")
     ax.set_ylabel("correctness (share of vignettes\ndecided for the consensus answer)")
