@@ -113,3 +113,25 @@ def test_describe_clips_to_bounds():
 def test_error_bars_are_never_negative(centre, lo, hi):
     below, above = error_bar(centre, lo, hi)
     assert below >= 0 and above >= 0
+
+
+def test_trials_without_readable_data_are_left_out_and_counted():
+    a = [0.9, None, 0.7, 0.8, 0.6, 0.75]
+    b = [0.1, 0.2, 0.3, None, float("nan"), 0.15]
+    out = compare_metrics(rows(m=a), rows(m=b), ["m"], paired_samples=True, seed=1)["m"]
+    assert (out["n_undefined_a"], out["n_undefined_b"]) == (1, 2)
+    assert (out["n_a"], out["n_b"]) == (5, 4)
+    assert out["mean_a"] == pytest.approx(sum([0.9, 0.7, 0.8, 0.6, 0.75]) / 5)
+    assert out["mean_b"] == pytest.approx(0.75 / 4)
+    # Only the pairs with both sides defined enter the paired test.
+    kept = [(0.9, 0.1), (0.7, 0.3), (0.75, 0.15)]
+    expected = sps.ttest_1samp([x - y for x, y in kept], 0.0).pvalue
+    assert out["paired_p_value"] == pytest.approx(expected)
+
+    from simcore.cli import format_arms
+
+    summary = {"mode": "monte_carlo", "scenario": "s", "n_trials": 6, "failed_trials": [],
+               "counterfactual": {"field": "f", "A": True, "B": False},
+               "statistical_comparison": {"difference_summary": {"m": out}},
+               "run_A_aggregate": {}, "run_B_aggregate": {}}
+    assert "(3 trials without readable data left out)" in format_arms(summary)
