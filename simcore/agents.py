@@ -15,7 +15,7 @@ from backends.base import Message as ChatMessage
 from simcore.memory import FullMemory, Memory, render
 from simcore.messages import Message
 from simcore.reading import reask_prompt
-from simcore.schema import json_schema
+from simcore.schema import allowed_keys, json_schema
 
 HISTORY_HEADER = "Discussion so far:\n"
 _FULL_MEMORY = FullMemory()
@@ -143,7 +143,7 @@ class LLMAgent(mesa.Agent):
             max_tokens=max_tokens or self.max_output_tokens,
             temperature=self.temperature,
             seed=world.seed,
-            schema=None if schema is None else json_schema(schema),
+            schema=None if schema is None else json_schema(schema, allowed_keys(allowed)),
             metadata=meta,
         )
         # ``fields`` is this call's own dict (the keyword arguments), so no copy is needed.

@@ -96,8 +96,8 @@ class Kind:
     labels: tuple[str, ...] = ()
     prose: bool = False
 
-    def json(self) -> dict[str, Any]:
-        """The field's JSON schema."""
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
+        """The field's JSON schema (``allowed``: this call's keys, for kinds that have them)."""
         return {"type": "string"}
 
     def read(self, raw: Any, allowed: Any = None) -> Result:
@@ -140,7 +140,7 @@ class Text(Kind):
 class TextList(Kind):
     """A list of short texts (a JSON array, or one text)."""
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         return {"type": "array", "items": {"type": "string"}}
 
     def read(self, raw: Any, allowed: Any = None) -> Result:
@@ -160,7 +160,7 @@ _NO = {"false", "no", "n", "0", "unchanged", "not changed", "no i did not", "i d
 class Flag(Kind):
     """Yes or no."""
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         return {"type": "boolean"}
 
     def read(self, raw: Any, allowed: Any = None) -> Result:
@@ -200,7 +200,7 @@ class Choice(Kind):
     options: tuple[str, ...] = ()
     prose: bool = True
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         return {"enum": list(self.options)}
 
     def read(self, raw: Any, allowed: Any = None) -> Result:
@@ -302,8 +302,10 @@ class Option(Kind):
     prose: bool = True
     integer: bool = False
 
-    def json(self) -> dict[str, Any]:
-        return {"type": "integer"} if self.integer else {"type": "string"}
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
+        # An enum lets a provider that constrains output to the schema write only an allowed key.
+        keys = list(self.keys if allowed is None else allowed)
+        return {"type": "integer", "enum": [int(k) for k in keys]} if self.integer else {"enum": keys}
 
     def example(self) -> str:
         return "number" if self.integer else "letter"
@@ -443,6 +445,10 @@ class Likert(Kind):
     scale: tuple[str, ...] = ("strongly disagree", "disagree", "agree", "strongly agree")
     prose: bool = True
 
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
+        # The labels, so that a provider constraining output to the schema writes one of them.
+        return {"enum": list(self.scale)}
+
     def example(self) -> str:
         return "label"
 
@@ -549,7 +555,7 @@ class Amount(Kind):
     zero_words: bool = False
     prose: bool = True
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         return {"type": "string"}
 
     def example(self) -> str:
@@ -647,7 +653,7 @@ class Confidence(Kind):
 
     prose: bool = True
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         return {"type": "number", "minimum": 0.0, "maximum": 1.0}
 
     def example(self) -> str:
@@ -721,7 +727,7 @@ class Number(Kind):
     hi: float | None = None
     integer: bool = False
 
-    def json(self) -> dict[str, Any]:
+    def json(self, allowed: Sequence[str] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "integer" if self.integer else "number"}
         if self.lo is not None and self.hi is not None:
             out["minimum"], out["maximum"] = self.lo, self.hi
@@ -879,18 +885,28 @@ def reply_kind(schema: type) -> str:
     return declared or re.sub(r"(?<!^)(?=[A-Z])", "_", schema.__name__).lower()
 
 
+def allowed_keys(allowed: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """A call's ``allowed`` choices as a hashable key for :func:`json_schema` (each field's keys)."""
+    if not allowed:
+        return None
+    return tuple(sorted((name, tuple(str(k) for k in keys)) for name, keys in allowed.items()))
+
+
 @lru_cache(maxsize=None)
-def json_schema(cls: type) -> dict[str, Any]:
+def json_schema(cls: type, allowed: tuple[tuple[str, tuple[str, ...]], ...] | None = None) -> dict[str, Any]:
     """The JSON schema (draft 2020-12 subset) of a reply schema, fields in declaration order.
 
-    The result is cached and shared (do not mutate it), and carries its canonical
-    JSON so that hashing requests does not re-serialise it every call.
+    Fields with a fixed set of answers (actions, option keys, Likert labels) are
+    enums, so a provider that constrains its output to the schema can only write
+    one of them; ``allowed`` (from :func:`allowed_keys`) narrows a field's keys to
+    this call's. The result is cached and shared (do not mutate it), and carries its
+    canonical JSON so that hashing requests does not re-serialise it every call.
     """
-    fields = plan(cls)
+    fields, narrowed = plan(cls), dict(allowed or ())
     return CanonicalDict(
         title=cls.__name__,
         type="object",
-        properties={f.name: f.kind.json() for f in fields},
+        properties={f.name: f.kind.json(narrowed.get(f.name)) for f in fields},
         required=[f.name for f in fields],
         additionalProperties=False,
     )

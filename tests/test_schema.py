@@ -201,3 +201,53 @@ def test_helpers_build_fields():
         bid: float = amount("bid", lo=0, hi=100)
 
     assert plan(Bid)[0].kind == Amount(labels=("bid",), lo=0, hi=100)
+
+
+def test_fixed_answers_are_enums_so_a_constraining_provider_writes_only_those():
+    from simcore.schema import allowed_keys, likert, option
+
+    @dataclass(frozen=True, kw_only=True)
+    class Form:
+        rating: int = likert("rating")
+        pick: str = option(("A", "B", "C", "D"))
+        number: str = option(("1", "2", "3"), integer=True)
+
+    props = json_schema(Form)["properties"]
+    assert props["rating"] == {"enum": list(Likert.scale)}
+    assert props["pick"] == {"enum": ["A", "B", "C", "D"]}
+    assert props["number"] == {"type": "integer", "enum": [1, 2, 3]}
+    # A call's allowed options narrow the enum (a vignette with options A-C).
+    narrowed = json_schema(Form, allowed_keys({"pick": {"A": "x", "B": "y", "C": "z"}}))["properties"]
+    assert narrowed["pick"] == {"enum": ["A", "B", "C"]} and narrowed["rating"] == props["rating"]
+    assert allowed_keys(None) is None and allowed_keys({"pick": ["B", "A"]}) == (("pick", ("B", "A")),)
+    assert json_schema(Form, allowed_keys({"pick": ["A"]})) is json_schema(Form, allowed_keys({"pick": ["A"]}))
+
+
+@pytest.mark.parametrize("name", ["veil_ratings", "veil_turn", "auction_ballot", "auction_assessment"])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_every_value_the_schema_allows_is_read(name, seed):
+    """A provider that fills the schema (the stub does, at random) always writes a readable reply."""
+    import json
+
+    import numpy as np
+
+    from backends.stub import sample_schema
+    from scenarios.llm_auction.experiment import Assessment, Ballot
+    from scenarios.veil_of_ignorance.experiment import Ratings, Turn
+    from simcore.reading import read_reply
+    from simcore.schema import allowed_keys
+
+    schema, allowed = {
+        "veil_ratings": (Ratings, None), "veil_turn": (Turn, None),
+        "auction_ballot": (Ballot, {"option": {"A": "Report it", "B": "Stay quiet", "C": "Ask first"}}),
+        "auction_assessment": (Assessment, {"option": {"A": "Report it", "B": "Stay quiet", "C": "Ask first"}}),
+    }[name]
+    reply = json.dumps(sample_schema(json_schema(schema, allowed_keys(allowed)), np.random.default_rng(seed)))
+    reading = read_reply(reply, schema, allowed=allowed)
+    enums = [f.name for f in plan(schema) if "enum" in f.kind.json()]
+    assert enums
+    # Fields of a fixed set of answers are always read (a free field, such as veil's
+    # amount drawn as filler text, may still fail on its own).
+    assert not [e for e in reading.errors if e.split(":")[0] in enums], (reply, reading.errors)
+    if schema is not Turn:
+        assert reading.value is not None, (reply, reading.errors)
