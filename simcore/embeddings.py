@@ -36,6 +36,7 @@ import contextvars
 import hashlib
 import os
 import queue
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -88,8 +89,8 @@ def check_device(name: str) -> str:
     """
     if name not in DEVICES:
         raise ValueError(f"device: must be one of {', '.join(DEVICES)}; got {name!r}")
-    if name == "cpu":
-        return "cpu"
+    if name == "cpu" or (name == "auto" and "torch" not in sys.modules and not accelerator_possible()):
+        return "cpu"  # without importing torch (0.7 s), which a run whose texts are all cached never needs
     import torch
 
     cuda = torch.cuda.is_available()
@@ -100,6 +101,15 @@ def check_device(name: str) -> str:
         raise ValueError(f"device: {name} was asked for but torch sees no {name} device here; "
                          "use --device cpu or auto")
     return name
+
+
+# Device files a GPU driver creates (NVIDIA, AMD ROCm, WSL's GPU); without any, torch sees no GPU.
+ACCELERATOR_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def accelerator_possible() -> bool:
+    """Whether this machine may have a device torch could use besides the CPU (macOS: MPS)."""
+    return sys.platform == "darwin" or any(os.path.exists(p) for p in ACCELERATOR_FILES)
 
 
 def requested_device() -> str:

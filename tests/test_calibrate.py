@@ -12,7 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simcore.calibrate import MetricCalibration, annotate, effect_tests, markdown_table, summarize
+from simcore.calibrate import (
+    MetricCalibration,
+    annotate,
+    effect_tests,
+    markdown_table,
+    summarize,
+)
 from simcore.cli import format_arms
 from simcore.scenario import load_scenario
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from simcore import embeddings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TEXTS = [
     "The city should deploy the system with monitoring for bias.",
@@ -202,3 +208,22 @@ def test_plot_levels(level, tmp_path, monkeypatch):
     run_plots = list((root / summary["run_A_trial_ids"][0]).glob("plots/*.png"))
     assert bool(run_plots) == (level == "all")
     assert (root / summary["experiment_id"] / "plots" / "comparison.png").exists() == (level != "none")
+
+
+@pytest.mark.skipif(embeddings.accelerator_possible(), reason="this machine may have a GPU, so auto asks torch")
+def test_auto_without_a_gpu_driver_is_the_cpu_without_importing_torch():
+    # A run whose texts are all in the disk cache then never pays torch's import.
+    code = ("import sys; from simcore import embeddings as e; "
+            "print(e.check_device('auto'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["cpu", "False"]
+
+
+def test_auto_asks_torch_where_a_gpu_driver_exists(monkeypatch):
+    monkeypatch.setattr(embeddings, "accelerator_possible", lambda: True)
+    import torch
+
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    if expected == "cpu" and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        expected = "mps"
+    assert embeddings.check_device("auto") == expected
