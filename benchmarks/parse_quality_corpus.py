@@ -7,7 +7,9 @@ reading, this script counts them. For each scenario and JSON mode (auto, off), i
 runs three random seeds without re-asks and sums, per reply kind the corpus
 serves, the parse-quality report (replies read as JSON, by label, by prose, and
 unreadable, i.e. flagged) beside the corpus's own count of replies that are
-unreadable by design (refusals, empty or cut replies, hedges). The test's checks
+unreadable by design (refusals, empty or cut replies, hedges, and votes for an
+option the vignette does not offer: the corpus's ballots name options A-D, and some
+vignettes have A-C). The test's checks
 run too, so a misread stops the script; "flagged readable" is what the reader
 flagged beyond those.
 

@@ -95,13 +95,14 @@ def check_auction(trial: Any) -> list[dict[str, Any]]:
     keys = {v.id: v.keys for v in VIGNETTES}
     rows = {(r["vignette_id"], r["agent"]): r for r in trial.world.state["rows"]}
     seen = served(trial, "vote")
+    entries = []
     for e, entry in seen:
         got = rows[(e.fields["vignette"], e.agent)]["option_choice"]
-        want = entry["expect"]
-        if want not in keys[e.fields["vignette"]]:  # "D" where the vignette has A-C only
-            want = None
-        assert got == want, entry["id"]
-    return [entry for _, entry in seen]
+        if entry["expect"] not in keys[e.fields["vignette"]]:  # "D" where the vignette has A-C only
+            entry = {**entry, "expect": "unreadable"}  # a vote for an option not offered is no vote
+        assert got == (None if entry["expect"] == "unreadable" else entry["expect"]), entry["id"]
+        entries.append(entry)
+    return entries
 
 
 def check_veil(trial: Any) -> list[dict[str, Any]]:
