@@ -85,7 +85,7 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
 def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
     choices = meta.get("choices")
     if choices:
-        return "one of " + ", ".join(str(c) for c in choices)
+        return "one of " + ", ".join("'' (empty)" if c == "" else str(c) for c in choices)
     lo, hi = meta.get("lo"), meta.get("hi")
     noun = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
     if lo is not None and hi is not None:

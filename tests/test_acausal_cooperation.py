@@ -703,6 +703,12 @@ def test_cli_bad_input_writes_nothing(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: scripted: must be")
     assert not any(tmp_path.iterdir())
+    res = subprocess.run(
+        [sys.executable, "-m", "scenarios.acausal_cooperation", "--model-preset", "gpt5", "--out", str(tmp_path)],
+        cwd=root, capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 2 and not any(tmp_path.iterdir())
+    assert res.stderr.strip() == "error: model_preset: must be one of '' (empty), original; got 'gpt5'"
     res = subprocess.run([sys.executable, "-m", "scenarios.acausal_cooperation", "--help"],
                          cwd=root, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "--identity-insight" in res.stdout and "30%" in res.stdout

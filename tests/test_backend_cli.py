@@ -44,6 +44,10 @@ def run_cli(argv, capsys):
         (["--cassette-mode", "replay"], "cassette: --cassette-mode replay needs an existing --cassette file"),
         (["--prices", "/no/such/file.json"], "prices: file '/no/such/file.json' not found"),
         (["--backend", "nope"], "backend: must be one of"),
+        (["--reask", "6"], "reask: must be an integer"),
+        (["--reask", "-1"], "reask: must be an integer"),
+        (["--reask", "two"], "reask: must be an integer"),
+        (["--reask-max-tokens", "0"], "reask_max_tokens: must be an integer >= 1"),
     ],
 )
 def test_bad_backend_flags_exit_2_with_one_line_and_write_nothing(argv, message, capsys, tmp_path):
