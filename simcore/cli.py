@@ -138,6 +138,9 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
                 and not Path(cache).expanduser().is_dir():
             raise ConfigError(f"embed_cache: {cache!r} exists and is not a directory")
         os.environ[embed_cache.ENV] = cache
+    where = embed_cache.cache_dir()
+    if where is not None:  # a damaged cache is named now, not after the run
+        embed_cache.DiskCache(where / embed_cache.FILE, embeddings.DIM).check()
     os.environ[plots.PLOTS_ENV] = getattr(args, "plot_level", None) or default_plots
 
 

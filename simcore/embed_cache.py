@@ -24,9 +24,12 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from backends.errors import DamagedFile
+
 ENV = "SIMCORE_EMBED_CACHE"
 OFF = "none"
 FILE = "embeddings.sqlite"
+COLUMNS = ("model", "device", "dtype", "sha256", "vec")
 
 
 def cache_dir() -> Path | None:
@@ -54,16 +57,43 @@ class DiskCache:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
 
+    def damaged(self, exc: BaseException) -> DamagedFile:
+        """The one-line error for a cache file SQLite cannot use, saying how to go on."""
+        return DamagedFile(self.path, f"is not a usable embedding cache ({exc}); delete it, or give "
+                                      "--embed-cache another directory or none")
+
+    def check(self) -> None:
+        """Raise :class:`DamagedFile` if the file exists but is not this cache (run before any work).
+
+        This reads the header and the table's layout, not every page: damage deeper in
+        the file is named the same way when a read meets it.
+        """
+        if not self.path.exists():
+            return
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            try:
+                columns = [row[1] for row in conn.execute("PRAGMA table_info(vectors)")]
+            finally:
+                conn.close()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise self.damaged(exc) from None
+        if columns and columns != list(COLUMNS):
+            raise self.damaged(f"its vectors table has columns {', '.join(columns)}")
+
     def _db(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, device TEXT, dtype TEXT, sha256 TEXT, "
-                "vec BLOB NOT NULL, PRIMARY KEY (model, device, dtype, sha256)) WITHOUT ROWID"
-            )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT, device TEXT, dtype TEXT, sha256 TEXT, "
+                    "vec BLOB NOT NULL, PRIMARY KEY (model, device, dtype, sha256)) WITHOUT ROWID"
+                )
+            except (sqlite3.DatabaseError, OSError) as exc:
+                raise self.damaged(exc) from None
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
@@ -75,10 +105,13 @@ class DiskCache:
             db = self._db()
             for start in range(0, len(keys), 500):  # under SQLite's limit on bound parameters
                 chunk = keys[start : start + 500]
-                rows = db.execute(
-                    "SELECT sha256, vec FROM vectors WHERE model=? AND device=? AND dtype=? "
-                    f"AND sha256 IN ({','.join('?' * len(chunk))})", (*namespace, *chunk),
-                ).fetchall()
+                try:
+                    rows = db.execute(
+                        "SELECT sha256, vec FROM vectors WHERE model=? AND device=? AND dtype=? "
+                        f"AND sha256 IN ({','.join('?' * len(chunk))})", (*namespace, *chunk),
+                    ).fetchall()
+                except sqlite3.DatabaseError as exc:
+                    raise self.damaged(exc) from None
                 for key, blob in rows:
                     vec = np.frombuffer(blob, dtype=np.float32)
                     if vec.shape == (self.dim,):  # a row of another width is not ours: encode again
@@ -92,13 +125,16 @@ class DiskCache:
             return
         with self._lock:
             db = self._db()
-            db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except sqlite3.DatabaseError as exc:
+                raise self.damaged(exc) from None
 
     def count(self) -> int:
         """Number of stored vectors (all namespaces)."""

@@ -227,3 +227,49 @@ def test_auto_asks_torch_where_a_gpu_driver_exists(monkeypatch):
     if expected == "cpu" and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         expected = "mps"
     assert embeddings.check_device("auto") == expected
+
+
+def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
+    from simcore.cli import main
+    from simcore.scenario import load_scenario
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "embeddings.sqlite").write_bytes(b"not a database, " * 400)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main(load_scenario("context_corrosion"), ["--embed-cache", str(cache), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and not out.exists()
+    assert "embeddings.sqlite: is not a usable embedding cache (file is not a database)" in err
+    assert (cache / "embeddings.sqlite").read_bytes() == b"not a database, " * 400  # left as it was
+
+
+def test_a_cache_of_another_layout_or_damaged_deeper_is_named(tmp_path):
+    import sqlite3
+
+    from simcore.embed_cache import DiskCache
+    from simcore.readers import DamagedFile
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE vectors (key TEXT, vec BLOB)")
+    with pytest.raises(DamagedFile, match="its vectors table has columns key, vec"):
+        DiskCache(other, 4).check()
+    path = tmp_path / "cache.sqlite"
+    disk = DiskCache(path, 4)
+    ns = ("m", "cpu", "float32")
+    disk.put_many(ns, {f"{i:064x}": np.full(4, i, dtype=np.float32) for i in range(5000)})
+    disk.close()
+    data = path.read_bytes()
+    # Cut short: the header no longer matches the file, which the check before work sees.
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DamagedFile, match="database disk image is malformed"):
+        DiskCache(path, 4).check()
+    # Pages garbled in the middle: the header and layout still read, and the first read
+    # that meets the damage names the file instead of failing with SQLite's traceback.
+    middle = len(data) // 2
+    path.write_bytes(data[:middle] + bytes(range(256)) * 64 + data[middle + 256 * 64:])
+    DiskCache(path, 4).check()
+    with pytest.raises(DamagedFile, match="is not a usable embedding cache"):
+        DiskCache(path, 4).get_many(ns, [f"{i:064x}" for i in range(5000)])
