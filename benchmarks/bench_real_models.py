@@ -113,10 +113,15 @@ def report(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     lines = ["| scenario | phase | model | JSON mode | cut before | cut after |", "| --- | --- | --- | --- | --- | --- |"]
     for key in sorted(set(b) | set(a)):
         lines.append(f"| {' | '.join(key)} | {fmt(b.get(key))} | {fmt(a.get(key))} |")
-    lines += ["", "| scenario | model | JSON mode | reply kind | replies | JSON | label | prose | unreadable | "
-              "truncated | salvaged | re-asked |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in sorted(after, key=lambda r: (r["scenario"], r["model"], r["json_mode"])):
-        for kind, c in sorted(r["parse_quality"].items()):
+    return "\n".join(lines) + "\n\n" + quality_table(after)
+
+
+def quality_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: how each run's replies were read, per reply kind."""
+    lines = ["| scenario | model | JSON mode | reply kind | replies | JSON | label | prose | unreadable | "
+             "truncated | salvaged | re-asked |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["model"], r["json_mode"])):
+        for kind, c in sorted((r.get("parse_quality") or {}).items()):
             counts = " | ".join(str(c.get(k, 0)) for k in ("replies", "json", "label", "prose", "unreadable",
                                                            "truncated", "salvaged", "reasked"))
             lines.append(f"| {r['scenario']} | {r['model']} | {r['json_mode']} | {kind} | {counts} |")
@@ -159,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                               f"{json.dumps(row['phases'])}", flush=True)
     result = {"written": time.strftime("%Y-%m-%d"), "configs": CONFIGS, "runs": rows, "complete": True}
     write_json(Path(args.out), result)
-    Path(args.out).with_suffix(".md").write_text(markdown(rows))
-    print(markdown(rows))
+    tables = markdown(rows) + "\n" + quality_table(rows)
+    Path(args.out).with_suffix(".md").write_text(tables)
+    print(tables)
     return 0
 
 
