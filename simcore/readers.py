@@ -182,11 +182,14 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _check_hash(run_dir: Path, manifest: Mapping[str, Any] | None, name: str) -> None:
-    """Compare a run file with the hash its manifest records (if it records one)."""
-    expected = (manifest or {}).get("files", {}).get(name)
-    if expected is None:
+    """Compare a run file with the hash its manifest records (manifests before ``files`` record none)."""
+    files = (manifest or {}).get("files")
+    if files is None:
         return
     path = run_dir / name
+    expected = files.get(name)
+    if expected is None:  # the manifest lists every file of its run: an unlisted name is a damaged listing
+        raise DamagedFile(path, f"is not among the files that {MANIFEST} records")
     try:
         actual = file_sha256(path)
     except FileNotFoundError:
@@ -217,6 +220,12 @@ MANIFEST_SCHEMA: dict[str, Check] = {
     "n_events": INDEX,
 }
 BACKEND_SCHEMA: dict[str, Check] = {"name": TEXT, "model": TEXT, "base_url": _optional(TEXT), "options": OBJECT}
+# Every field simcore.runner.manifest has ever written. Another name is damage (a key
+# changed in place, "files" to "fi es" say, still parses, and would silently drop the
+# hash checks the field carries), so a new field must be added here too.
+MANIFEST_FIELDS = frozenset({
+    *MANIFEST_SCHEMA, "models", "versions", "code_revision", "created_utc", "perturbation", "embeddings", "files",
+})
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
@@ -227,6 +236,9 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     """
     path = Path(run_dir) / MANIFEST
     data = _json_object(path)
+    unknown = sorted(set(data) - MANIFEST_FIELDS)
+    if unknown:
+        raise DamagedFile(path, f"{unknown[0]!r} is not a manifest field")
     _check(path, data, MANIFEST_SCHEMA)
     _check(path, data["backend"], BACKEND_SCHEMA, required=False, prefix="backend.")
     _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT}, required=False)

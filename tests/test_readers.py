@@ -437,3 +437,22 @@ def test_batch_resume_with_a_damaged_sweep_json_is_one_line_exit_2(
     line = one_line_exit_2(capsys, lambda: batch_main(["context_corrosion", "--resume", "--out", str(out)]))
     assert "sweep.json" in line
     assert snapshot(out) == before
+
+
+def test_a_manifest_key_changed_in_place_is_damage_not_a_run_without_hashes(recorded: Path, tmp_path: Path) -> None:
+    # Found by the property test above: '"files"' garbled to '"fi es"' still parses, and a
+    # manifest without "files" (one written before the field existed) skips every hash check.
+    run_dir = Path(shutil.copytree(recorded, tmp_path / "run"))
+    path = run_dir / "manifest.json"
+    path.write_bytes(path.read_bytes().replace(b'"files"', b'"fi es"'))
+    with pytest.raises(DamagedFile, match="'fi es' is not a manifest field"):
+        readers.read_manifest(run_dir)
+
+
+def test_a_file_the_manifest_does_not_list_is_damage(recorded: Path, tmp_path: Path) -> None:
+    run_dir = Path(shutil.copytree(recorded, tmp_path / "run"))
+    path = run_dir / "manifest.json"
+    path.write_bytes(path.read_bytes().replace(b'"results.json"', b'"results.jsoX"'))
+    manifest = readers.read_manifest(run_dir)
+    with pytest.raises(DamagedFile, match="results.json: is not among the files that manifest.json records"):
+        readers.read_results(run_dir, manifest)
