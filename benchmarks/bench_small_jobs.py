@@ -87,8 +87,7 @@ def main() -> int:
             for name, argv in jobs.items():
                 out = Path(tmp, f"{name}-{r}")
                 job_env = {**env, "SIMCORE_EMBED_CACHE": f"{tmp}/cache-empty-{r}"} if "empty_cache" in name else env
-                argv = [a.format(out=out, run=run, seed=1000 + r) for a in argv]
-                times[name].append(timed(argv, job_env))
+                times[name].append(timed([a.format(out=out, run=run, seed=1000 + r) for a in argv], job_env))
                 print(f"round {r + 1}/{args.repeats} {name}: {times[name][-1]:.2f} s", file=sys.stderr)
     result = {
         "benchmark": "bench_small_jobs",

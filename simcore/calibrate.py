@@ -303,16 +303,18 @@ def write(out: Path, scenario: Scenario, config: Config, args: Mapping[str, Any]
     return final, record
 
 
+def _pct(v: float | None, lo: float | None, hi: float | None, width: str = "") -> str:
+    """A rate with its interval, ``n/a`` where no Monte Carlo could decide."""
+    return "n/a" if v is None else f"{v:{width}.0%} [{lo:.0%}, {hi:.0%}]"
+
+
 def format_table(rows: Sequence[MetricCalibration]) -> str:
     """The calibration table for the terminal."""
-    def pct(v: float | None, lo: float | None, hi: float | None) -> str:
-        return "n/a" if v is None else f"{v:4.0%} [{lo:.0%}, {hi:.0%}]"
-
     width = max([len(r.metric) for r in rows] + [6])
     lines = [f"  {'metric':<{width}}  {'false positives (null)':<24}  {'power (default)':<20}  mark"]
     for r in rows:
-        lines.append(f"  {r.metric:<{width}}  {pct(r.fp_rate, r.fp_low, r.fp_high):<24}  "
-                     f"{pct(r.power, r.power_low, r.power_high):<20}  {'CONFOUNDED' if r.confounded else ''}")
+        lines.append(f"  {r.metric:<{width}}  {_pct(r.fp_rate, r.fp_low, r.fp_high, '4'):<24}  "
+                     f"{_pct(r.power, r.power_low, r.power_high, '4'):<20}  {'CONFOUNDED' if r.confounded else ''}")
     return "\n".join(lines)
 
 
@@ -321,20 +323,15 @@ def markdown_table(scenarios: Sequence[Scenario]) -> str:
 
     A scenario with no installed calibration is left out.
     """
-    def pct(row: Mapping[str, Any], key: str) -> str:
-        v = row[key]
-        return "n/a" if v is None else f"{v:.0%} [{row[key.split('_')[0] + '_low']:.0%}, " \
-                                       f"{row[key.split('_')[0] + '_high']:.0%}]"
-
     lines = ["| scenario | metric | false positives under the null | power at the default | mark |",
              "| --- | --- | --- | --- | --- |"]
     for scenario in scenarios:
-        data = installed(scenario)
-        for row in (data or {}).get("metrics", []):
+        for row in (installed(scenario) or {}).get("metrics", []):
             cause = (row["reason"] or "").partition(": ")[2]
             mark = ("**confounded**" + (f": {cause}" if cause else "")) if row["confounded"] else ""
-            lines.append(f"| {scenario.name} | `{row['metric']}` | {pct(row, 'fp_rate')} | {pct(row, 'power')} "
-                         f"| {mark} |")
+            fp = _pct(row["fp_rate"], row["fp_low"], row["fp_high"])
+            power = _pct(row["power"], row["power_low"], row["power_high"])
+            lines.append(f"| {scenario.name} | `{row['metric']}` | {fp} | {power} | {mark} |")
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ import os
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from backends.cassette import check_cassette
 from backends.errors import BackendConfigError
@@ -138,10 +138,20 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
                 and not Path(cache).expanduser().is_dir():
             raise ConfigError(f"embed_cache: {cache!r} exists and is not a directory")
         os.environ[embed_cache.ENV] = cache
-    where = embed_cache.cache_dir()
-    if where is not None:  # a damaged cache is named now, not after the run
-        embed_cache.DiskCache(where / embed_cache.FILE, embeddings.DIM).check()
     os.environ[plots.PLOTS_ENV] = getattr(args, "plot_level", None) or default_plots
+
+
+def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
+    """Name a damaged embedding cache before any work, if any of ``configs`` embeds texts.
+
+    Raises:
+        DamagedFile: one line naming the cache file and how to go on.
+    """
+    from simcore import embed_cache, embeddings
+
+    where = embed_cache.cache_dir()
+    if where is not None and scenario.embeds is not None and any(scenario.embeds(c) for c in configs):
+        embed_cache.DiskCache(where / embed_cache.FILE, embeddings.DIM).check()
 
 
 def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) -> None:
@@ -386,6 +396,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
         check_before_work(args.out, spec)
+        check_embed_cache(scenario, [config])
         # builds first: bad input fails here
         trial = run_trial(scenario, config, seed, spec, trace=args.trace, trace_dir=Path(args.out) / scenario.name)
     except (ConfigError, BackendConfigError) as exc:
@@ -463,6 +474,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
         check_before_work(args.out, spec)
+        check_embed_cache(scenario, arms)
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)

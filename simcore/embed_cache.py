@@ -57,9 +57,9 @@ class DiskCache:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
 
-    def damaged(self, exc: BaseException) -> DamagedFile:
+    def damaged(self, problem: BaseException | str) -> DamagedFile:
         """The one-line error for a cache file SQLite cannot use, saying how to go on."""
-        return DamagedFile(self.path, f"is not a usable embedding cache ({exc}); delete it, or give "
+        return DamagedFile(self.path, f"is not a usable embedding cache ({problem}); delete it, or give "
                                       "--embed-cache another directory or none")
 
     def check(self) -> None:

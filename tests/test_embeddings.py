@@ -243,6 +243,22 @@ def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and not out.exists()
     assert "embeddings.sqlite: is not a usable embedding cache (file is not a database)" in err
     assert (cache / "embeddings.sqlite").read_bytes() == b"not a database, " * 400  # left as it was
+    # A run that embeds nothing does not need the cache, so its damage does not stop it.
+    assert main(load_scenario("context_corrosion"), ["--embed-cache", str(cache), "--no-metrics", "--out", str(out)]) == 0
+    capsys.readouterr()
+
+
+def test_a_sweep_names_a_damaged_cache_before_any_trial(tmp_path, capsys):
+    from simcore.batch.__main__ import main as batch_main
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "embeddings.sqlite").write_bytes(b"not a database, " * 400)
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exit_:
+        batch_main(["context_corrosion", "--trials", "2", "--embed-cache", str(cache), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and "is not a usable embedding cache" in err and not out.exists()
 
 
 def test_a_cache_of_another_layout_or_damaged_deeper_is_named(tmp_path):

@@ -34,6 +34,7 @@ from simcore.cli import (
     add_config_args,
     apply_analysis_args,
     backend_spec,
+    check_embed_cache,
     config_values,
     fail,
     parse_seed,
@@ -221,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         out = args.out or str(default_out(plan))
         check_out_dir(out)
+        check_embed_cache(scenario, (job.config for job in plan.jobs))
         df = run_sweep(
             scenario, plan.trials, plan=plan,
             executor=args.executor, workers=_int("workers", args.workers),
