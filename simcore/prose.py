@@ -25,9 +25,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _NEGATORS = frozenset(
-    "not no never nor neither without against reject rejects rejected rejecting avoid avoids avoiding "
-    "refuse refuses instead than over wont dont cannot cant".split()
+    "not no never nor neither reject rejects rejected rejecting avoid avoids avoiding "
+    "refuse refuses wont dont cannot cant".split()
 )
+# Prepositions negate only the mention right after them ("against defecting", "rather than
+# A", "instead of A"): in "I defend myself against exploitation by defecting" the move is
+# defecting.
+_NEGATING_PREPOSITIONS = frozenset("without against instead than over".split())
 _CLAUSE = re.compile(
     r"[.;!?](?=\s|$)|,(?!\d{3})|:(?!\d)|[\n\u2014]|\s-\s|"
     r"\b(?:but|so|then|thus|therefore|hence|and|because|since|while|whereas)\b",
@@ -37,7 +41,8 @@ _CONCLUDES = re.compile(r"(?:\b(?:so|then|thus|therefore|hence)|:)\s*$", re.IGNO
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _FIRST = re.compile(r"\b(?:i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|our|us|let's|let us)\b", re.I)
 _THIRD = re.compile(
-    r"\b(?:they|they're|they'll|they've|their|them|he|she|his|her|opponent|opponents|partner|others|"
+    r"\b(?:they|they're|they'll|they've|their|them|themselves|he|she|his|her|himself|herself|each other|"
+    r"opponent|opponents|partner|others|players|participants|"
     r"other (?:player|agent|side|member|members|panelists?)|everyone|everybody|people|most|agent \w+|"
     r"player \w+|member \w+)\b",
     re.I,
@@ -82,7 +87,8 @@ def negated(text: str, start: int, span: int = 4) -> bool:
     """
     window = _CLAUSE.split(text[max(0, start - 80) : start])[-1]
     words = re.findall(r"[\w']+", window.lower().replace("\u2019", "'"))[-span:]
-    return any(w in _NEGATORS or w.endswith("n't") for w in words)
+    return any(w in _NEGATORS or w.endswith("n't") for w in words) or \
+        any(w in _NEGATING_PREPOSITIONS for w in words[-2:])
 
 
 @dataclass(frozen=True, slots=True)

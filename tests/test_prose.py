@@ -25,8 +25,35 @@ def test_negation_looks_back_within_the_clause_only():
     assert negated(s, s.index("90"), span=1) and not negated(s, s.index("70"), span=1)
 
 
+def test_a_preposition_negates_only_the_mention_right_after_it():
+    for s, word in [("I vote against defecting", "defecting"), ("rather than A", "A"), ("instead of A", "A"),
+                    ("B over A", "A")]:
+        assert negated(s, s.rindex(word)), s
+    # Found on SmolLM2: "against" four words back turned a defection into cooperation.
+    s = "I defend myself against exploitation by defecting"
+    assert not negated(s, s.index("defecting"))
+
+
+def test_a_real_reply_about_other_players_states_no_move():
+    """SmolLM2-135M-Instruct, acausal decision, JSON mode off (2026-11-25): read as COOPERATE before."""
+    from scenarios.acausal_cooperation.prompts import DecisionReply
+    from simcore.reading import read_reply
+
+    reply = ("In this scenario, two players (A and B) play a prisoner's dilemma game with each other. The payoffs "
+             "are calculated based on the strategy you write, where A defends themselves against B by defecting 3 "
+             "times, while B cooperatively defends themselves by cooperating 2 times; but when both players "
+             "cooperate, they both defect 1 time.")
+    reading = read_reply(reply, DecisionReply)
+    assert reading.value is None and reading.errors == ("action: missing",)
+    # "against" four words back made "by defecting" count, as a negated defection: COOPERATE.
+    assert read_reply("I defend myself against exploitation by defecting.", DecisionReply).value is None
+    assert read_reply("I vote against defecting.", DecisionReply).value.action == "COOPERATE"
+
+
 @pytest.mark.parametrize("text, counts", [
     ("I will cooperate.", [True]),
+    ("Both players cooperate and each other player defects.", [False, False]),  # about others
+    ("They protect themselves by cooperating.", [False]),
     ("They cooperated last round.", [False]),  # about others, no first person
     ("Should I cooperate?", [False]),
     ("If they defect, I will defect too.", [False, False]),  # a supposition, consequent included
