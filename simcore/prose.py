@@ -3,8 +3,8 @@
 A prose reply is read only where it states the speaker's own answer. This module
 cuts prose into clauses and says, for each, whether it counts:
 
-- questions, suppositions ("if they defect, I will defect") and hedges ("I might
-  cooperate") state nothing; a framing such as "if I had to choose" is not a
+- questions, suppositions and conditions ("if they defect, I will defect", "when
+  asked to cooperate, A defects") and hedges ("I might cooperate") state nothing; a framing such as "if I had to choose" is not a
   supposition;
 - a clause about others or the past ("they cooperated", "most people would
   agree"), with no first-person word in it, is history, not the answer;
@@ -47,7 +47,8 @@ _THIRD = re.compile(
     r"player \w+|member \w+)\b",
     re.I,
 )
-_SUPPOSE = re.compile(r"\b(?:if|unless|whenever|in case|as long as|provided that|suppose|supposing|assuming)\b", re.I)
+_SUPPOSE = re.compile(r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming)\b",
+                      re.I)
 _FRAMING = re.compile(
     r"\b(?:if i (?:had|have|were) to (?:choose|pick|decide|answer|vote|say|bid|rate)|if you ask me|if forced|"
     r"if i must|even if|even though|if anything|if i (?:imagine|put|picture) myself)\b",

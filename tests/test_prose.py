@@ -45,6 +45,12 @@ def test_a_real_reply_about_other_players_states_no_move():
              "cooperate, they both defect 1 time.")
     reading = read_reply(reply, DecisionReply)
     assert reading.value is None and reading.errors == ("action: missing",)
+    # SmolLM2 again, a cut reply: "when asked to cooperate" is a condition on Player A, not a move.
+    reply = ("Two players, A and B, are arrested for a crime and interrogated separately by the police. Player A "
+             "defends Player B against charges, but Player B defends Player A against charges. However, when asked "
+             "to cooperate with the police, Player A chooses to defect from Player B's payoff of 0 (the only "
+             "possible outcome), which Player B then chose to defect from Player A's payoff of 5 (their own choice).")
+    assert read_reply(reply, DecisionReply, finish_reason="length").value is None
     # "against" four words back made "by defecting" count, as a negated defection: COOPERATE.
     assert read_reply("I defend myself against exploitation by defecting.", DecisionReply).value is None
     assert read_reply("I vote against defecting.", DecisionReply).value.action == "COOPERATE"
@@ -54,6 +60,7 @@ def test_a_real_reply_about_other_players_states_no_move():
     ("I will cooperate.", [True]),
     ("Both players cooperate and each other player defects.", [False, False]),  # about others
     ("They protect themselves by cooperating.", [False]),
+    ("I cooperate when they cooperate.", [False]),  # a condition: a strategy, not this move
     ("They cooperated last round.", [False]),  # about others, no first person
     ("Should I cooperate?", [False]),
     ("If they defect, I will defect too.", [False, False]),  # a supposition, consequent included
