@@ -55,7 +55,7 @@ _FRAMING = re.compile(
     re.I,
 )
 _HEDGE = re.compile(
-    r"\b(?:might|maybe|perhaps|possibly|probably|could|not sure|unsure|undecided|uncertain whether|"
+    r"\b(?:might|maybe|perhaps|possibly|probably|could|seems?|not sure|unsure|undecided|uncertain whether|"
     r"with probability|probabilit(?:y|ies) of|mixed strateg\w*|randomi[sz]e|coin flip|leaning|lean toward\w*|"
     r"tempted|tempting|considering|consider)\b",
     re.I,

@@ -61,6 +61,7 @@ def test_a_real_reply_about_other_players_states_no_move():
     ("Both players cooperate and each other player defects.", [False, False]),  # about others
     ("They protect themselves by cooperating.", [False]),
     ("I cooperate when they cooperate.", [False]),  # a condition: a strategy, not this move
+    ("It seems that the option C is best.", [False]),  # hedged (SmolLM2, then "B and D are both best")
     ("They cooperated last round.", [False]),  # about others, no first person
     ("Should I cooperate?", [False]),
     ("If they defect, I will defect too.", [False, False]),  # a supposition, consequent included
