@@ -12,22 +12,28 @@
   :mod:`simcore.embed_cache` (shared by processes, pool workers and later runs),
   both keyed by the sha256 of the text; the disk cache also by model, device and
   dtype. The same text gives the exact same vector, whatever the call order.
-- **Devices.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU when torch sees
-  one, else the CPU), ``cpu``, ``cuda`` or ``mps``. Inputs go to the model's
-  device; vectors come back to the CPU as float32.
+- **Devices and engines.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU
+  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. On the CPU the
+  model runs in numpy (:mod:`simcore.minilm`: no torch to import, so a small run
+  starts encoding in a fraction of a second); on a GPU it runs in
+  sentence-transformers, inputs on the model's device. Vectors come back to the
+  CPU as float32. The engine and its version are part of the settings a manifest
+  records and of the disk cache's key: vectors of two engines, like those of two
+  devices, differ in their last bits, and one sweep never mixes them.
 - A text's vector depends on the text alone, bit for bit, not on the other texts
-  of its batch. Padding a batch to its longest text (what
-  ``SentenceTransformer.encode`` does) changes the attention kernel's blocking and
-  so the last bits of every vector; a cache filled in one order would then give
-  other metrics than one filled in another (a resumed sweep, a Monte Carlo
-  against a single run). So every text is padded to its own length bucket (a
-  multiple of 64 tokens) and texts of one bucket are run together; a fixed shape
-  per row gives the same result for any batch size (tested).
+  of its batch; otherwise a cache filled in one order would give other metrics
+  than one filled in another (a resumed sweep, a Monte Carlo against a single
+  run). The numpy engine runs each text at its own length. On a GPU, padding a
+  batch to its longest text (what ``SentenceTransformer.encode`` does) changes
+  the attention kernel's blocking and so the last bits of every vector, so every
+  text is padded to its own length bucket (a multiple of 64 tokens) and texts of
+  one bucket are run together; a fixed shape per row gives the same result for
+  any batch size (tested).
 - :class:`EmbeddingStore` keeps a run's vectors by (phase, round, agent) and saves
   them to an ``.npz`` file.
 
-The model is loaded lazily, once per process: importing sentence-transformers
-costs seconds, and runs that compute no embedding metrics never pay it.
+The model is loaded lazily, once per process: runs that compute no embedding
+metrics never pay for it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from typing import Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from simcore.embed_cache import FILE, DiskCache, cache_dir
+from simcore.minilm import MiniLM
 
 DIM = 384
 MODEL = "all-MiniLM-L6-v2"
@@ -118,18 +125,39 @@ def requested_device() -> str:
 
 
 def get_model() -> Any:
-    """The process's SentenceTransformer, loaded offline on first use, on the asked-for device."""
+    """The process's encoder, loaded offline on first use for the asked-for device.
+
+    On the CPU it is :class:`simcore.minilm.MiniLM` (numpy, loads in about 0.3 s);
+    on a GPU, a sentence-transformers model on that device.
+    """
     global _model
     with _lock:
         if _model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # its "Loading weights" bar would litter stderr
-            _model = SentenceTransformer(model_path(), device=device())
+            _model = _load(device())
         return _model
+
+
+def _load(where: str) -> Any:
+    return MiniLM(model_path()) if where == "cpu" else sentence_transformer(where)
+
+
+def sentence_transformer(where: str) -> Any:
+    """The model in sentence-transformers on device ``where`` (a GPU's engine; tests compare on the CPU)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar would litter stderr
+    return SentenceTransformer(model_path(), device=where)
+
+
+def engine() -> str:
+    """What computes the vectors on this process's device, with its version (numpy on the CPU, else torch)."""
+    from importlib.metadata import version
+
+    name = "numpy" if device() == "cpu" else "torch"
+    return f"{name} {version(name)}"
 
 
 def device() -> str:
@@ -141,8 +169,13 @@ def device() -> str:
 
 
 def settings() -> dict[str, str]:
-    """Model, device and dtype of the vectors this process makes."""
-    return {"model": _model_id(), "device": device(), "dtype": DTYPE}
+    """Model, engine, device and dtype of the vectors this process makes."""
+    return {"model": _model_id(), "engine": engine(), "device": device(), "dtype": DTYPE}
+
+
+def cache_namespace() -> tuple[str, str, str]:
+    """The disk cache's (model, device, dtype) key; the model names its engine, whose vectors differ in the last bits."""
+    return (f"{_model_id()} ({engine()})", device(), DTYPE)
 
 
 def text_key(text: str) -> str:
@@ -150,23 +183,30 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-BUCKET = 64  # tokens; the padded length of a text is its length rounded up to this
+BUCKET = 64  # tokens; on a GPU the padded length of a text is its length rounded up to this
 MAX_BATCH = 64
 
 
 def _forward(texts: list[str]) -> np.ndarray:
-    """Embed ``texts`` with each one padded to its own length bucket (see the module doc)."""
+    """Embed ``texts``; each text's vector is independent of the others (see the module doc)."""
+    model = get_model()
+    _counts["forward_calls"] += 1
+    _counts["encoded"] += len(texts)
+    if isinstance(model, MiniLM):
+        return model.embed(model.token_ids(texts))
+    return _forward_torch(model, texts)
+
+
+def _forward_torch(model: Any, texts: list[str]) -> np.ndarray:
+    """A sentence-transformers model's vectors, each text padded to its own length bucket."""
     import torch
 
-    model = get_model()
     tok, limit = model.tokenizer, model.max_seq_length
     lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=limit)["input_ids"]]
     buckets: dict[int, list[int]] = {}
     for i, n in enumerate(lengths):
         buckets.setdefault(min(limit, -(-n // BUCKET) * BUCKET), []).append(i)
     out = np.empty((len(texts), DIM), dtype=np.float32)
-    _counts["forward_calls"] += 1
-    _counts["encoded"] += len(texts)
     with torch.inference_mode():
         for width, idx in buckets.items():
             for start in range(0, len(idx), MAX_BATCH):
@@ -249,7 +289,7 @@ def _fill(texts: dict[str, str]) -> None:
     new = dict(zip(todo, _forward(list(todo.values()))))
     disk = disk_cache()
     if disk is not None:
-        disk.put_many(tuple(settings().values()), new)
+        disk.put_many(cache_namespace(), new)
     _remember(new)
 
 
@@ -281,7 +321,7 @@ def encode(texts: Sequence[str]) -> np.ndarray:
     _counts["requests"] += 1
     disk = disk_cache() if missing else None
     if disk is not None:  # read here, not on the encoder thread: a warm run never waits for the model
-        found = disk.get_many(tuple(settings().values()), missing)
+        found = disk.get_many(cache_namespace(), missing)
         _counts["disk_hits"] += len(found)
         _remember(found)
         missing = {k: t for k, t in missing.items() if k not in found}

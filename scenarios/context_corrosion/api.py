@@ -300,7 +300,8 @@ class Worker:
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(
-            ["scenarios.context_corrosion", "simcore.counterfactual", "sentence_transformers"])
+            ["scenarios.context_corrosion", "simcore.counterfactual", "simcore.minilm", "scipy.special",
+             "tokenizers", "safetensors.numpy"])
         self.cancel_id = self._ctx.Value("q", 0, lock=False)  # the job the worker is to stop
         self._pool: ProcessPoolExecutor | None = None
         self._ready: asyncio.Future[None] | None = None
