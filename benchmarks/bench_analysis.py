@@ -16,6 +16,10 @@ Every arm runs in its own process (a fresh interpreter, as a user's run would):
   plots none), metrics off and on, alternating, ``--latency-repeats`` times each
   (cache off, so the texts are encoded).
 
+- ``split``: on every stage of the first arm's runs, the exact k=2 split of
+  context corrosion's entropy against scikit-learn's KMeans (10 starts): how often
+  KMeans ended in a worse split, and the time of each.
+
 Writes ``benchmarks/results/bench_analysis.json``.
 """
 
@@ -92,6 +96,51 @@ def child(code_root: Path, args: dict, env: dict[str, str]) -> dict:
     return res
 
 
+def split_check(runs: Path) -> dict:
+    """The exact k=2 split against scikit-learn's KMeans (10 starts) on every stage of the runs under ``runs``.
+
+    Counts the stages where KMeans ended in a split with a larger within-cluster sum
+    of squares, and times both on five and on 17 agents (the scenario's largest group).
+    """
+    import numpy as np
+    from sklearn.cluster import KMeans
+
+    from scenarios.context_corrosion.metrics import best_split
+    from simcore.embeddings import EmbeddingStore
+
+    def sum_of_squares(points: np.ndarray, mask: np.ndarray) -> float:
+        return sum(float(((c - c.mean(axis=0)) ** 2).sum()) for c in (points[mask], points[~mask]))
+
+    stages = worse = 0
+    for path in sorted(runs.rglob("embeddings.npz")):
+        store = EmbeddingStore.load(path)
+        groups: dict = {}
+        for key in store._vectors:
+            groups.setdefault(key[:2], []).append(store[key])
+        for i, vectors in enumerate(groups.values()):
+            points = np.stack(vectors).astype(np.float64)
+            if len(points) < 2 or (np.round(points, 12) == np.round(points[0], 12)).all():
+                continue
+            stages += 1
+            labels = KMeans(n_clusters=2, n_init=10, random_state=i).fit_predict(points).astype(bool)
+            worse += sum_of_squares(points, labels) > sum_of_squares(points, best_split(points)) + 1e-9
+    timing = {}
+    rng = np.random.default_rng(0)
+    for n in (5, 17):
+        sets = [rng.normal(size=(n, 384)) for _ in range(50)]
+        start = time.perf_counter()
+        for p in sets:
+            best_split(p)
+        exact = (time.perf_counter() - start) / len(sets)
+        start = time.perf_counter()
+        for p in sets:
+            KMeans(n_clusters=2, n_init=10, random_state=0).fit_predict(p)
+        kmeans = (time.perf_counter() - start) / len(sets)
+        timing[f"{n}_agents"] = {"exact_ms": exact * 1e3, "kmeans_10_starts_ms": kmeans * 1e3,
+                                 "kmeans_over_exact": kmeans / exact}
+    return {"stages": stages, "kmeans_worse_split": int(worse), "per_split": timing}
+
+
 def start_fake_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "backends.fake_server", "--port", "0", "--latency", "uniform:0.05,1.5"],
@@ -134,6 +183,8 @@ def main() -> int:
             mc[name] = child(code, {**base, "out": str(Path(tmp) / f"mc{i}")}, env)
             print(name, json.dumps(mc[name]), file=sys.stderr)
         results["monte_carlo"] = {"trials_per_arm": args.trials, "arms": mc}
+        results["exact_split_vs_kmeans"] = split_check(Path(tmp) / "mc0")
+        print("split", json.dumps(results["exact_split_vs_kmeans"]), file=sys.stderr)
         if not args.skip_latency:
             proc, url = start_fake_server()
             try:

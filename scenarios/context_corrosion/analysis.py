@@ -85,7 +85,7 @@ def analyze(world: World, cfg: CorrosionConfig) -> dict[str, Any]:
     if cfg.metrics:
         store = embed(world.state["texts"])
         world.state["embeddings"] = store
-        structured = corrosion_metrics(store, names[0], names[1:], cfg.rounds, world.seed)
+        structured = corrosion_metrics(store, names[0], names[1:], cfg.rounds)
         summary = structured["metrics_summary"]
         dc = structured["directional_convergence"]
         le = structured["lifecycle_entropy"]
