@@ -12,10 +12,10 @@ It reports trials/s for each, and the runner's overhead per trial: (serial batch
 wall time - bare wall time) / trials, i.e. planning and validation, the ledger
 (one fsynced append per trial), the results tables, the summary and the plot.
 
-Every run starts with an empty embedding cache, as a fresh worker process does:
-texts repeat across trials, so a warm cache would make in-process runs look
-several times faster than pool workers for a reason that has nothing to do with
-the runner.
+Every run starts with empty embedding caches, in memory and on disk (a new
+``SIMCORE_EMBED_CACHE`` directory per run, which pool workers share): texts
+repeat across trials, so a warm cache would make later runs look several times
+faster for a reason that has nothing to do with the runner.
 
 The context-corrosion metrics are whatever ``scenarios.context_corrosion``
 computes; the JSON records the metric names and whether the embedding metrics
@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simcore.batch import plan_sweep, run_sweep  # noqa: E402
+from simcore.embed_cache import ENV  # noqa: E402
 from simcore.embeddings import clear_cache  # noqa: E402
 from simcore.records import atomic_write, utc_now  # noqa: E402
 from simcore.runner import run_trial, write_run  # noqa: E402
@@ -53,6 +54,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=500, help="seeds per condition (default 500 -> 1,000 trials)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed config field")
     ap.add_argument("--dask", action="store_true", help="also run a Dask LocalCluster with 2 workers")
+    ap.add_argument("--dask-only", action="store_true",
+                    help="run only Dask LocalClusters of 1 and 2 workers (for Dask's own scaling)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_batch.json"))
     args = ap.parse_args()
     base = dict(item.split("=", 1) for item in args.set)
@@ -64,15 +67,20 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {}
     tables = {}
 
-    def bare(name: str) -> None:
+    def cold(name: str) -> None:
+        # An empty memory cache and a new, empty disk cache (pool workers inherit the variable).
         clear_cache()
+        os.environ[ENV] = str(work / f"cache-{name}")
+
+    def bare(name: str) -> None:
+        cold(name)
         w0, c0 = time.perf_counter(), time.process_time()
         for job in plan.jobs:
             write_run(run_trial(plan.scenario, job.config, job.seed, plan.spec), work / name, job.run_id)
         record("bare", w0, c0, None)
 
     def batch(name: str, executor: str, workers: int) -> None:
-        clear_cache()  # every run starts cold, as a fresh worker process does
+        cold(name)
         w0, c0 = time.perf_counter(), time.process_time()
         df = run_sweep("context_corrosion", args.trials, plan=plan, executor=executor, workers=workers,
                        out=work / name, progress=True)
@@ -92,6 +100,19 @@ def main() -> None:
         print(f"{key}: {n / wall:.1f} trials/s (wall {wall:.1f} s, this process's CPU {cpu:.1f} s)", file=sys.stderr)
 
     try:
+        if args.dask_only:
+            batch("dask1", "dask", 1)
+            batch("dask2", "dask", 2)
+            batch("dask1b", "dask", 1)
+            report = {"benchmark": "bench_batch --dask-only", "created_utc": utc_now(), "trials": n,
+                      "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15_after_each_run": load},
+                      "runs": results,
+                      "speedup_dask_2_vs_1_workers": (results["dask_2"][0]["trials_per_s"]
+                                                      / (sum(r["trials_per_s"] for r in results["dask_1"]) / 2)),
+                      "tables_identical": all(t.equals(next(iter(tables.values()))) for t in tables.values())}
+            atomic_write(args.out, json.dumps(report, indent=2) + "\n")
+            print(json.dumps(report, indent=2))
+            return
         # ABAB order for the bare/serial pair, so that drifting machine load hits both.
         bare("bare1")
         batch("serial1", "serial", 1)
