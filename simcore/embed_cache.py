@@ -1,8 +1,9 @@
 """The persistent embedding cache: vectors on disk, shared by processes and later runs.
 
 One SQLite file, ``<dir>/embeddings.sqlite``, holds a row per (model, device,
-dtype, sha256 of the text). The device and dtype are part of the key because a
-GPU's vectors differ from a CPU's in their last bits: a sweep never mixes them.
+dtype, sha256 of the text); the model column also names the engine that ran it
+(:func:`simcore.embeddings.cache_namespace`). Engine, device and dtype are part of
+the key because their vectors differ in the last bits: a sweep never mixes them.
 
 Concurrent writers are safe: the database runs in WAL mode (readers never block
 the writer), every write is one ``INSERT OR IGNORE`` transaction (two processes

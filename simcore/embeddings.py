@@ -10,8 +10,8 @@
   :func:`preload` starts loading the model in the background.
 - **Caches.** A process-wide dict, then the persistent cache of
   :mod:`simcore.embed_cache` (shared by processes, pool workers and later runs),
-  both keyed by the sha256 of the text; the disk cache also by model, device and
-  dtype. The same text gives the exact same vector, whatever the call order.
+  both keyed by the sha256 of the text; the disk cache also by model and engine,
+  device and dtype. The same text gives the exact same vector, whatever the call order.
 - **Devices and engines.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU
   when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. On the CPU the
   model runs in numpy (:mod:`simcore.minilm`: no torch to import, so a small run
@@ -173,8 +173,11 @@ def _engine(where: str) -> str:
 
     libs = sorted((lib for lib in threadpool_info() if lib["user_api"] == "blas"),
                   key=lambda lib: "numpy" not in lib["filepath"])  # numpy's own BLAS first
-    blas = [f"{lib['internal_api']} {lib['version']} {lib.get('architecture') or ''}".strip() for lib in libs]
-    return ", ".join([f"numpy {version('numpy')}", *blas[:1]])
+    name = f"numpy {version('numpy')}"
+    if not libs:
+        return name
+    lib = libs[0]
+    return f"{name}, {lib['internal_api']} {lib['version']} {lib.get('architecture') or ''}".strip()
 
 
 def device() -> str:
