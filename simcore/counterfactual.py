@@ -25,6 +25,7 @@ their calls. Each trial gets its own run directory, ``<group-id>-A<i>`` /
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import dataclasses
 import io
@@ -36,7 +37,7 @@ from backends.registry import BackendSpec
 from simcore import quality, stats
 from simcore.basis import shares
 from simcore.config import Config, ConfigError
-from simcore.plots import summary_plots_wanted
+from simcore.plots import pooled, run_plots_wanted, summary_plots_wanted
 from simcore.progress import progress_bar
 from simcore.records import (
     atomic_write,
@@ -209,8 +210,12 @@ async def run_arms_async(
 
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     totals = None
+    # Every run's plots (--plots all) are drawn in worker processes, off the interpreter
+    # lock that the encoder and the other trials' analyses need.
+    many_plots = pooled() if run_plots_wanted() and len(jobs) > 2 else contextlib.nullcontext()
     try:
-        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        with many_plots:
+            outcomes = await asyncio.gather(*jobs, return_exceptions=True)
         stats = getattr(shared, "stats", None)
         totals = stats() if callable(stats) else None
     finally:

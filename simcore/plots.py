@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -34,6 +37,55 @@ def run_plots_wanted() -> bool:
 def summary_plots_wanted() -> bool:
     """Whether the figure of a Monte Carlo or a sweep is drawn (``--plots all`` or ``summary``)."""
     return plot_level() != "none"
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_users = 0
+_pool_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def pooled() -> Iterator[None]:
+    """Within it, :func:`draw_all` renders in worker processes (a Monte Carlo drawing every run's plots).
+
+    Drawing is pure Python under the interpreter lock: on a thread it slows the
+    encoder and the analyses of other trials, in a process it does not. The pool
+    starts on first use and is shut down when the last ``pooled`` block ends.
+    """
+    global _pool, _pool_users
+    with _pool_lock:
+        _pool_users += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _pool_users -= 1
+            pool, _pool = (_pool, None) if _pool_users == 0 else (None, _pool)
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def draw_all(jobs: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    """Call each ``(function, args)`` and return the results in order.
+
+    Inside :func:`pooled` they run in worker processes (the functions must be
+    importable module-level functions and the arguments picklable); outside, here.
+    Either way every file is written when this returns.
+    """
+    global _pool
+    with _pool_lock:
+        use = _pool_users > 0 and len(jobs) > 1
+        if use and _pool is None:
+            import multiprocessing
+
+            # spawn: this process has threads (encoder, analyses), which fork would copy mid-state.
+            _pool = ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
+                                        mp_context=multiprocessing.get_context("spawn"))
+        pool = _pool if use else None
+    if pool is None:
+        return [fn(*args) for fn, args in jobs]
+    futures = [pool.submit(fn, *args) for fn, args in jobs]
+    return [f.result() for f in futures]
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110, tight: bool = False) -> None:

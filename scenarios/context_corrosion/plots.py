@@ -24,6 +24,8 @@ import numpy as np
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from simcore.plots import draw_all
+
 DPI = 100
 PLOT_FILES = {
     "similarity_heatmap": "similarity_heatmap_{label}.png",
@@ -228,9 +230,6 @@ def write_run_plots(plot_dir: Path, results: Mapping[str, Any], label: str) -> d
         "entropy_plot": entropy,
         "shift_plot": directional,
     }
-    out = {}
-    for key, draw in drawers.items():
-        name = PLOT_FILES[key].format(label=label)
-        draw(results, plot_dir / name)
-        out[key] = f"{plot_dir.name}/{name}"
-    return out
+    names = {key: PLOT_FILES[key].format(label=label) for key in drawers}
+    draw_all([(draw, (results, plot_dir / names[key])) for key, draw in drawers.items()])
+    return {key: f"{plot_dir.name}/{name}" for key, name in names.items()}
