@@ -63,7 +63,11 @@ scenario = load_scenario("context_corrosion")
 config = scenario.config_type.from_mapping(args["fields"])
 spec = BackendSpec(**args["spec"]) if args.get("spec") else None
 start = time.perf_counter()
-run_arms(scenario, config, 42, n_trials=args["trials"], spec=spec, out=args["out"], progress=False)
+import inspect
+from simcore.counterfactual import run_arms_async
+# as the command line does (older code has no such switch)
+extra = {"plot_processes": True} if "plot_processes" in inspect.signature(run_arms_async).parameters else {}
+run_arms(scenario, config, 42, n_trials=args["trials"], spec=spec, out=args["out"], progress=False, **extra)
 wall = time.perf_counter() - start
 out = {"wall_s": wall, "texts_encoded": len(texts), "forward_s": spent[0], "model_load_in_forward_s": loading[0],
        "engine": embeddings.engine() if hasattr(embeddings, "engine") else "torch"}

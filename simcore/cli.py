@@ -478,7 +478,8 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)
-        summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True)
+        summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True,
+                           plot_processes=True)
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     if args.json:

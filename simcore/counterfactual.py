@@ -145,6 +145,7 @@ async def run_arms_async(
     progress: bool = True,
     group_id: str | None = None,
     cancelled: Callable[[], bool] | None = None,
+    plot_processes: bool = False,
 ) -> dict[str, Any]:
     """Run both arms, write every trial and the group summary; return the summary.
 
@@ -161,6 +162,11 @@ async def run_arms_async(
         cancelled: Asked before each trial starts and before it is written; once it
             returns True, no trial starts or is written, and the call raises
             ``asyncio.CancelledError`` (trials already written stay, each whole).
+        plot_processes: Draw every run's plots (``--plots all``) in worker
+            processes (:func:`simcore.plots.pooled`), off the interpreter lock that
+            the encoder and the other trials' analyses need. For a command line's
+            process; a process that may itself be killed mid-run (the API's worker)
+            leaves it off, so it never leaves drawing processes behind.
 
     Returns:
         The summary object (also written to ``summary.json``).
@@ -210,9 +216,7 @@ async def run_arms_async(
 
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     totals = None
-    # Every run's plots (--plots all) are drawn in worker processes, off the interpreter
-    # lock that the encoder and the other trials' analyses need.
-    many_plots = pooled() if run_plots_wanted() and len(jobs) > 2 else contextlib.nullcontext()
+    many_plots = pooled() if plot_processes and run_plots_wanted() and len(jobs) > 2 else contextlib.nullcontext()
     try:
         with many_plots:
             outcomes = await asyncio.gather(*jobs, return_exceptions=True)

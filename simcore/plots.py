@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -65,6 +66,17 @@ def pooled() -> Iterator[None]:
             pool.shutdown(wait=True)
 
 
+def _exit_with_parent(parent: int) -> None:
+    # A pool's workers outlive a parent that is killed (they wait on a queue the parent
+    # fed), holding its stdout and stderr open: they leave when it is gone.
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="simcore-plot-parent-watch", daemon=True).start()
+
+
 def draw_all(jobs: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
     """Call each ``(function, args)`` and return the results in order.
 
@@ -80,7 +92,8 @@ def draw_all(jobs: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list
 
             # spawn: this process has threads (encoder, analyses), which fork would copy mid-state.
             _pool = ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
-                                        mp_context=multiprocessing.get_context("spawn"))
+                                        mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_exit_with_parent, initargs=(os.getpid(),))
         pool = _pool if use else None
     if pool is None:
         return [fn(*args) for fn, args in jobs]

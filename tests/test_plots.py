@@ -28,3 +28,23 @@ def test_pooled_plots_are_the_same_files(tmp_path):
     assert inline == pooled and set(inline) == set(PLOT_FILES)
     for rel in inline.values():
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_drawing_processes_leave_with_a_killed_parent(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    code = ("import os; from simcore import plots\n"
+            "with plots.pooled():\n"
+            "    print(*plots.draw_all([(os.getpid, ()), (os.getpid, ())]), flush=True)\n"
+            "    os._exit(0)  # killed mid-run: no pool shutdown\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    workers = {int(p) for p in out.stdout.split()}
+    assert workers, out.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{p}").exists() for p in workers)
