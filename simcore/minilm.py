@@ -45,7 +45,7 @@ class MiniLM:
         self.eps = np.float32(config["layer_norm_eps"])
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_length)
-        self.tokenizer.no_padding()  # the file asks for padding; each text is padded to its own width here
+        self.tokenizer.no_padding()  # the file asks for padding; here each text runs at its own length
         w = load_file(str(path / "model.safetensors"))
         self.words = w["embeddings.word_embeddings.weight"]
         # Token type 0 for every token (one segment), as sentence-transformers feeds it.

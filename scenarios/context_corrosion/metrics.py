@@ -143,7 +143,9 @@ def best_split(points: np.ndarray) -> np.ndarray:
     n = len(x)
     if not 2 <= n <= MAX_SPLIT_POINTS:
         raise ValueError(f"points: an exact split needs 2 to {MAX_SPLIT_POINTS} points, got {n}")
-    gram = x @ x.T
+    # einsum's own loop, not BLAS: its sums do not depend on how many BLAS threads
+    # there are at the moment (the encoder lowers them while it runs).
+    gram = np.einsum("id,jd->ij", x, x)
     # Row i is the bits of i + 1 over the first n - 1 points; the last point is always
     # in the other cluster, so each bipartition appears once and neither side is empty.
     inside = ((np.arange(1, 2 ** (n - 1))[:, None] >> np.arange(n - 1)) & 1).astype(np.float64)
