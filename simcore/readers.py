@@ -20,6 +20,7 @@ other JSON files   :func:`read_record`, :func:`read_jsonl`    ``files`` hash, to
 a ledger line      :func:`read_ledger_line`                   its schema
 calibration.json   :func:`read_calibration`                   its schema, each metric's row
 sweep.json         :func:`read_sweep_definition`              its schema
+a comparison       :func:`read_comparison`                    both files' schemas
 =================  =========================================  ==========================
 
 The manifest lists the sha256 of every other file of its run directory under
@@ -50,6 +51,7 @@ __all__ = [
     "parse_json",
     "read_calibration",
     "read_cassette",
+    "read_comparison",
     "read_embeddings",
     "read_jsonl",
     "read_ledger_line",
@@ -503,3 +505,28 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
             raise DamagedFile(path, f"metrics[{k}]: must be an object")
         _check(path, row, CALIBRATION_ROW_SCHEMA, prefix=f"metrics[{k}].")
     return data
+
+
+# -- mechanism comparisons (python -m scenarios.llm_auction compare) --------------------
+
+COMPARISON_MANIFEST_SCHEMA: dict[str, Check] = {
+    "scenario": TEXT, "run_id": TEXT, "seed": SEED, "config": OBJECT, "mechanisms": LIST, "trial_seeds": LIST,
+}
+COMPARISON_SCHEMA: dict[str, Check] = {"mechanisms": OBJECT, "pairs": LIST}
+
+
+def read_comparison(compare_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A mechanism comparison directory: its ``manifest.json`` and ``comparison.json``.
+
+    Its manifest describes the comparison (mechanisms, trial seeds), not a run, so it
+    has its own schema; it records no file hashes.
+
+    Raises:
+        DamagedFile: naming the file and what is wrong.
+    """
+    compare_dir = Path(compare_dir)
+    manifest = _json_object(compare_dir / MANIFEST)
+    _check(compare_dir / MANIFEST, manifest, COMPARISON_MANIFEST_SCHEMA)
+    comparison = _json_object(compare_dir / "comparison.json")
+    _check(compare_dir / "comparison.json", comparison, COMPARISON_SCHEMA)
+    return manifest, comparison

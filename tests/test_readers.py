@@ -456,3 +456,24 @@ def test_a_file_the_manifest_does_not_list_is_damage(recorded: Path, tmp_path: P
     manifest = readers.read_manifest(run_dir)
     with pytest.raises(DamagedFile, match="results.json: is not among the files that manifest.json records"):
         readers.read_results(run_dir, manifest)
+
+
+def test_a_comparison_directory_is_read_by_its_own_schema(tmp_path):
+    """An auction comparison's manifest.json is not a run's: read as a run's it would look damaged."""
+    import json
+
+    from simcore.readers import DamagedFile, read_comparison
+
+    d = tmp_path / "compare-x"
+    d.mkdir()
+    manifest = {"scenario": "llm_auction", "run_id": "compare-x", "seed": 42, "config": {},
+                "mechanisms": ["auction", "free_discussion"], "trial_seeds": [1, 2], "command": "..."}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    (d / "comparison.json").write_text(json.dumps({"mechanisms": {}, "pairs": []}))
+    assert read_comparison(d) == (manifest, {"mechanisms": {}, "pairs": []})
+    (d / "comparison.json").write_text(json.dumps({"mechanisms": {}}))
+    with pytest.raises(DamagedFile, match=r"comparison.json: pairs: missing \(must be a list\)"):
+        read_comparison(d)
+    (d / "manifest.json").write_text(json.dumps({**manifest, "seed": -1}))
+    with pytest.raises(DamagedFile, match=r"manifest.json: seed: must be an integer from 0"):
+        read_comparison(d)

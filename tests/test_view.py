@@ -66,6 +66,11 @@ def runs(tmp_path_factory):
                                "--executor", "serial", "--no-plot", "--no-progress",
                                "--out", str(root / "sweeps" / "s1")]) == 0
     ids["sweep"] = "sweeps/s1"
+    from scenarios.llm_auction.compare import main as compare_main
+
+    assert _quiet(compare_main, ["--trials", "2", "--n-agents", "5", "--n-vignettes", "2",
+                                 "--out", str(root / "cmp")]) == 0
+    ids["comparison"] = _one(root, "cmp/llm_auction/compare-*")
     cfg = SCENARIO.config_type(rounds=2, metrics=False)
     study = _quiet(run_study, SCENARIO, cfg, ["drop:agent=P1,round=2"])
     ids["study"] = _quiet(write_study, study, root, None, False).relative_to(root).as_posix()
@@ -276,6 +281,20 @@ def test_study_pairs_open_as_a_comparison_matching_the_stored_alignment(runs):
     [(status, cmp)] = get(root, link)
     stored = read_jsonl(root / ids["study"] / "pairs.jsonl")[0]["alignment"]
     assert status == 200 and f"<code>{stored}</code>" in cmp
+
+
+def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
+    root, ids = runs
+    [(status, html)] = get(root, "/")
+    row = next(r for r in html.split("<tr ") if ids["comparison"] in r)
+    assert 'data-k-kind="comparison"' in row and "damaged" not in row
+    assert f'href="/comparison/{ids["comparison"]}"' in row and "2 trial(s) each" in row
+    [(status, page)] = get(root, f"/comparison/{ids['comparison']}")
+    assert status == 200 and "Mechanism comparison of llm_auction" in page
+    for mechanism in ("auction", "free_discussion", "turn_taking"):
+        assert f"<td>{mechanism}</td>" in page
+    assert "p (Holm)" in page and "correctness_by_mechanism.png" in page
+    assert get(root, f"/run/{ids['comparison']}")[0][0] == 404  # not a run
 
 
 def test_group_and_sweep_pages(runs):

@@ -36,6 +36,7 @@ from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
 from simcore.readers import (
     DamagedFile,
+    read_comparison,
     read_jsonl,
     read_manifest,
     read_record,
@@ -363,6 +364,23 @@ def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
     return ctx
 
 
+def _comparison_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"id": eid, "damage": [], "manifest": None, "comparison": None,
+                           "plots": _plots(root, path, None)}
+    try:
+        guard(root, path / "manifest.json", path / "comparison.json")
+        ctx["manifest"], ctx["comparison"] = read_comparison(path)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+    return ctx
+
+
+async def comparison_page(request: web.Request) -> web.Response:
+    eid, path = _entry_dir(request, "comparison")
+    ctx = await _in_thread(_comparison_context, request.app[ROOT_KEY], eid, path)
+    return _render(request, "comparison.html", **ctx)
+
+
 async def group_page(request: web.Request) -> web.Response:
     eid, path = _entry_dir(request, "group")
     ctx = await _in_thread(_group_context, request.app[ROOT_KEY], eid, path)
@@ -548,6 +566,7 @@ def make_app(runs_dir: str | Path) -> web.Application:
         web.get("/sweep/{id:.+}", sweep_page),
         web.get("/sweep-rows/{id:.+}", sweep_rows),
         web.get("/study/{id:.+}", study_page),
+        web.get("/comparison/{id:.+}", comparison_page),
         web.get("/plot/{id:.+}", plot),
         web.static("/static", STATIC, follow_symlinks=False),
     ])

@@ -10,6 +10,7 @@ kind               marked by                        what it is
 ``counterfactual``
 ``sweep``          ``sweep.json`` / ``ledger.jsonl``  a batch sweep, finished or still running
 ``study``          ``study.json``                   a perturbation study
+``comparison``     ``comparison.json``              ``python -m scenarios.llm_auction compare``
 =================  ===============================  =========================================
 
 The walk does not descend into an entry (a sweep's and a study's runs are listed
@@ -29,6 +30,7 @@ from typing import Any
 from simcore.quality import unreadable_share
 from simcore.readers import (
     DamagedFile,
+    read_comparison,
     read_ledger_line,
     read_manifest,
     read_record,
@@ -38,7 +40,8 @@ from simcore.readers import (
 )
 from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
 
-MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json")
+MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",
+           "comparison.json")
 KEY_METRICS = 4
 
 
@@ -48,7 +51,7 @@ class Entry:
 
     Attributes:
         id: Path relative to RUNS_DIR.
-        kind: run, montecarlo, counterfactual, group, sweep or study.
+        kind: run, montecarlo, counterfactual, group, sweep, study or comparison.
         scenario, created, seed, backend, models, status, cost_usd, parse, metrics:
             What the table shows (None where unknown).
         damaged: The reader's message when a file failed its check.
@@ -76,6 +79,8 @@ def kind_of(names: set[str]) -> str | None:
         return "sweep"
     if "study.json" in names:
         return "study"
+    if "comparison.json" in names:  # its manifest.json is the comparison's, not a run's
+        return "comparison"
     if "manifest.json" in names:
         return "run"
     if "summary.json" in names:
@@ -119,7 +124,8 @@ class Catalog:
         entry = Entry(eid, kind)
         try:
             guard(self.root, *(path / m for m in MARKERS))
-            {"run": _run, "group": _group, "sweep": _sweep, "study": _study}.get(kind, _unknown)(path, entry)
+            {"run": _run, "group": _group, "sweep": _sweep, "study": _study,
+             "comparison": _comparison}.get(kind, _unknown)(path, entry)
         except DamagedFile as exc:
             entry.damaged, entry.status = str(exc), "damaged"
         self._cache[eid] = (key, entry)
@@ -188,6 +194,16 @@ def _group(path: Path, entry: Entry) -> None:
     entry.status = "ok" if not failed else f"{len(failed)} failed"
     entry.note = f"{summary.get('n_trials', '?')} trial(s) per arm"
     entry.parse = _parse_cell(summary.get("parse_quality"))
+
+
+def _comparison(path: Path, entry: Entry) -> None:
+    manifest, comparison = read_comparison(path)
+    entry.scenario, entry.seed = manifest.get("scenario"), manifest.get("seed")
+    entry.created, entry.status = manifest.get("created_utc"), "ok"
+    entry.note = f"{len(manifest['trial_seeds'])} trial(s) each: {', '.join(map(str, manifest['mechanisms']))}"
+    entry.metrics = {f"correctness {m}": r["correctness_pooled"].get("rate")
+                     for m, r in comparison["mechanisms"].items()
+                     if isinstance(r, dict) and isinstance(r.get("correctness_pooled"), dict)}
 
 
 def _created_from_id(name: str) -> str | None:
