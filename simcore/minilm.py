@@ -31,7 +31,9 @@ class MiniLM:
     """
 
     def __init__(self, path: str | Path) -> None:
+        import scipy.special  # noqa: F401 - loaded now, so the controller below sees every BLAS
         from safetensors.numpy import load_file
+        from threadpoolctl import ThreadpoolController
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -43,6 +45,8 @@ class MiniLM:
         self.dim = config["hidden_size"]
         self.heads = config["num_attention_heads"]
         self.eps = np.float32(config["layer_norm_eps"])
+        # Built once: finding the loaded BLAS libraries costs about a millisecond a time.
+        self._blas = ThreadpoolController().select(user_api="blas")
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()  # the file asks for padding; here each text runs at its own length
@@ -85,13 +89,11 @@ class MiniLM:
         workers set): a product split over several BLAS threads gives other last bits
         than one computed whole, so this keeps vectors the same for any thread count.
         """
-        from threadpoolctl import threadpool_info, threadpool_limits
-
         if not len(ids):
             return np.zeros((0, self.dim), dtype=np.float32)
-        threads = max((lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"), default=1)
+        threads = max((lib.num_threads for lib in self._blas.lib_controllers), default=1)
         rows = [np.asarray(row, dtype=np.int64) for row in ids]
-        with threadpool_limits(limits=1, user_api="blas"):
+        with self._blas.limit(limits=1):
             if threads == 1 or len(rows) == 1:
                 return np.stack([self._embed_one(r) for r in rows])
             with ThreadPoolExecutor(min(threads, len(rows)), thread_name_prefix="simcore-minilm") as pool:

@@ -4,8 +4,8 @@ A prose reply is read only where it states the speaker's own answer. This module
 cuts prose into clauses and says, for each, whether it counts:
 
 - questions, suppositions and conditions ("if they defect, I will defect", "when
-  asked to cooperate, A defects") and hedges ("I might cooperate") state nothing; a framing such as "if I had to choose" is not a
-  supposition;
+  asked to cooperate, A defects") and hedges ("I might cooperate") state nothing;
+  a framing such as "if I had to choose" is not a supposition;
 - a clause about others or the past ("they cooperated", "most people would
   agree"), with no first-person word in it, is history, not the answer;
 - quoted speech is someone else's; an explicit revision ("no wait", "on

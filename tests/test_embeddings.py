@@ -243,13 +243,19 @@ def test_auto_asks_torch_where_a_gpu_driver_exists(monkeypatch):
     assert embeddings.check_device("auto") == expected
 
 
+def _damaged_cache(tmp_path: Path) -> Path:
+    """A cache directory whose database file is not a database."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "embeddings.sqlite").write_bytes(b"not a database, " * 400)
+    return cache
+
+
 def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
     from simcore.cli import main
     from simcore.scenario import load_scenario
 
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "embeddings.sqlite").write_bytes(b"not a database, " * 400)
+    cache = _damaged_cache(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exit_:
         main(load_scenario("context_corrosion"), ["--embed-cache", str(cache), "--out", str(out)])
@@ -265,9 +271,7 @@ def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
 def test_a_sweep_names_a_damaged_cache_before_any_trial(tmp_path, capsys):
     from simcore.batch.__main__ import main as batch_main
 
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "embeddings.sqlite").write_bytes(b"not a database, " * 400)
+    cache = _damaged_cache(tmp_path)
     out = tmp_path / "sweep"
     with pytest.raises(SystemExit) as exit_:
         batch_main(["context_corrosion", "--trials", "2", "--embed-cache", str(cache), "--out", str(out)])
