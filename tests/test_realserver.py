@@ -107,4 +107,7 @@ def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_
     spec = BackendSpec("llamacpp", model, base_url=url, options={"json_mode": json_mode, "timeout_s": 900})
     trial = asyncio.run(run_trial_async(scenario, config, 1, spec))
     assert trial.status == "ok", trial.error
+    # One line per reply kind for the parse-quality table (shown with pytest -rA).
+    for kind, counts in sorted(trial.results["parse_quality"].items()):
+        print("PARSE", json.dumps({"scenario": name, "model": model, "json_mode": json_mode, "kind": kind, **counts}))
     no_figure_rests_on_a_flagged_reply(name, trial)
