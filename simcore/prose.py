@@ -254,24 +254,31 @@ def _period(text: str, end: int) -> str | None:
     return _PERIODS.get(word, word)
 
 
+@lru_cache(maxsize=4096)
 def echoes(text: str, instruction: str, share: float = 0.6) -> bool:
     """Whether ``text`` repeats the instruction it answers (most of its 4-word runs are in it).
 
     Texts shorter than six words are never called echoes: a short answer may well
-    use the instruction's words ("Keep the confidence").
+    use the instruction's words ("Keep the confidence"). Cached: a pure function,
+    and the fields of one reply are often checked against one instruction.
     """
     words = re.findall(r"\w+", text.lower())
     if len(words) < 6 or not instruction:
         return False
-    source = _source_grams(instruction)
-    grams = _grams(words)
-    return sum(map(source.__contains__, grams)) >= share * len(grams)
+    vocabulary, source = _source_grams(instruction)
+    need = share * (len(words) - 3)  # of the text's len(words) - 3 runs
+    # A run is in the instruction only if its first word is, so this many words bound the
+    # runs found: most answers fall short of it, without building their runs.
+    if sum(map(vocabulary.__contains__, words)) < need:
+        return False
+    return sum(map(source.__contains__, _grams(words))) >= need
 
 
 @lru_cache(maxsize=256)
-def _source_grams(instruction: str) -> frozenset[tuple[str, ...]]:
+def _source_grams(instruction: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
     # Cached: the calls of one turn answer the same instruction.
-    return frozenset(_grams(re.findall(r"\w+", instruction.lower())))
+    words = re.findall(r"\w+", instruction.lower())
+    return frozenset(words), frozenset(_grams(words))
 
 
 def _grams(words: list[str], n: int = 4) -> list[tuple[str, ...]]:

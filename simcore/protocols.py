@@ -59,16 +59,18 @@ def speaking_order(
 def _policy_order(
     world: "World", agents: Sequence["LLMAgent"], policy: str, round_index: int
 ) -> list["LLMAgent"]:
-    group = AgentSet(agents, random=world.streams.python("order"))
+    # Plain lists for the deterministic policies: an AgentSet (and its weak references)
+    # per round is needed only to shuffle, with Mesa's shuffle on the "order" stream.
+    # Like an AgentSet, the order keeps each agent once, where it first appears.
+    unique = list(dict.fromkeys(agents))
     if policy == "fixed":
-        return list(group)
+        return unique
     if policy == "dominant_first":
-        first = group.select(lambda a: a.role == "dominant")
-        return list(first) + list(group.select(lambda a: a.role != "dominant"))
+        return [a for a in unique if a.role == "dominant"] + [a for a in unique if a.role != "dominant"]
     if policy == "random":
-        return list(group.shuffle())
+        return list(AgentSet(unique, random=world.streams.python("order")).shuffle())
     if policy == "rotating":
-        ordered = list(group)
+        ordered = unique
         k = round_index % len(ordered) if ordered else 0
         return ordered[k:] + ordered[:k]
     raise ConfigError(f"order: must be one of {', '.join(ORDER_POLICIES)}; got {policy!r}")

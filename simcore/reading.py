@@ -30,7 +30,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from simcore import prose
 from simcore.schema import Choice, FieldPlan, Text, clean, json_example, norm, plan
@@ -86,28 +86,29 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         instruction: What the reply answers (system prompt and instruction, not the
             transcript): text that merely repeats it is no answer.
     """
-    fields = plan(schema)
+    rp = _reader_plan(schema)
+    fields = rp.fields
     allowed = allowed or {}
     truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
     if prose.dialogue(text):
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
     objects, spans = json_objects(text, truncated)
-    keyed = [o for o in (_focus(o, fields) for o in objects) if o is not None]
+    keyed = [o for o in (_focus(o, rp.names) for o in objects) if o is not None]
     keyed, clash = _resolve(keyed, text, spans, fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
     rest = _remove(text, spans)
-    labels = label_values(rest, fields, truncated)
+    labels = label_values(rest, schema, truncated)
+    by_norm = [_normed(obj) for obj in keyed]
     values: dict[str, Any] = {}
     errors: list[str] = []
     notes: list[str] = []
     rank = 0
-    primary = _first_text(fields)
     for f in fields:
         found: list[tuple[int, Any]] = []
         problems: list[str] = []
-        for obj in keyed:
+        for obj in by_norm:
             raw = _lookup(obj, f)
             if raw is not None:
                 _add(found, problems, 0, f, raw, allowed, instruction)
@@ -115,17 +116,18 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             _add(found, problems, 1, f, labels[f.name], allowed, instruction)
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
-            if f.kind.prose and sum(type(g.kind) is type(f.kind) for g in fields) == 1:
+            if f.kind.prose and f.name in rp.alone:
                 value, err = f.kind.from_prose(rest, allowed.get(f.name), truncated)
                 if err is None:
                     found.append((2, value))
-            elif f is primary and not keyed and not truncated:
-                body = _prose_body(rest, fields, instruction)
+            elif f is rp.primary and not keyed and not truncated:
+                body = _prose_body(rest, rp.pattern, instruction)
                 if body:
                     found.append((2, body))
-        distinct = {json.dumps(v, sort_keys=True, default=str) for _, v in found}
+        # (Two answers can only conflict when there are two.)
+        conflict = len(found) > 1 and len({json.dumps(v, sort_keys=True, default=str) for _, v in found}) > 1
         message = None
-        if len(distinct) > 1:
+        if conflict:
             message = f"{f.name}: conflicting answers"
         elif not found:
             message = f"{f.name}: " + (problems[0] if problems else "missing")
@@ -141,7 +143,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
                 rank = max(rank, min(r for r, _ in found))
         elif f.required:
             errors.append(message)
-        elif problems or len(distinct) > 1:
+        elif problems or conflict:
             notes.append(message)
     if errors:
         return Reading(None, UNREADABLE, truncated, tuple(errors))
@@ -150,6 +152,34 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     except (TypeError, ValueError) as exc:  # a schema's own checks
         return Reading(None, UNREADABLE, truncated, (str(exc),))
     return Reading(value, HOWS[rank], truncated, tuple(notes))
+
+
+class _ReaderPlan(NamedTuple):
+    fields: tuple[FieldPlan, ...]
+    names: frozenset[str]  # every alias of every field
+    alone: frozenset[str]  # fields whose kind no other field shares (prose can say which it is)
+    primary: FieldPlan | None  # the text field a reply made of prose fills
+    by_alias: dict[str, str]  # alias -> field name (a field's own name first; the first field wins)
+    pattern: re.Pattern  # any field's label
+
+
+@lru_cache(maxsize=None)
+def _reader_plan(schema: type) -> _ReaderPlan:
+    # Cached per schema: what every reply to it needs, computed once.
+    fields = plan(schema)
+    kinds = [type(f.kind) for f in fields]
+    by_alias: dict[str, str] = {}
+    for f in fields:
+        for a in f.aliases:
+            by_alias.setdefault(a, f.name)
+    return _ReaderPlan(
+        fields,
+        frozenset(a for f in fields for a in f.aliases),
+        frozenset(f.name for f in fields if kinds.count(type(f.kind)) == 1),
+        _first_text(fields),
+        by_alias,
+        _label_re(list(by_alias)),
+    )
 
 
 _PLACEHOLDER = re.compile(
@@ -304,13 +334,13 @@ def partial_object(text: str, start: int) -> dict[str, Any]:
         i = k
 
 
-def _focus(obj: Any, fields: tuple[FieldPlan, ...], depth: int = 0) -> dict[str, Any] | None:
-    """The object in ``obj`` (itself, or one nested in it) with the most keys of the schema.
+def _focus(obj: Any, names: frozenset[str], depth: int = 0) -> dict[str, Any] | None:
+    """The object in ``obj`` (itself, or one nested in it) with the most keys among ``names``
+    (a schema's aliases).
 
     Scalar keys of the object win over keys of objects nested in it
     (``{"decision": {"action": "DEFECT"}}`` reads the inner object).
     """
-    names = {a for f in fields for a in f.aliases}
     best, best_n = None, 0
     if isinstance(obj, dict):
         n = sum(1 for k, v in obj.items() if norm(k) in names and not isinstance(v, (dict, list)))
@@ -320,7 +350,7 @@ def _focus(obj: Any, fields: tuple[FieldPlan, ...], depth: int = 0) -> dict[str,
         children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
         for child in children:
             if isinstance(child, (dict, list)):
-                inner = _focus(child, fields, depth + 1)
+                inner = _focus(child, names, depth + 1)
                 n = 0 if inner is None else sum(1 for k in inner if norm(k) in names)
                 if n > best_n:
                     best, best_n = inner, n
@@ -340,8 +370,9 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
     between them ("Draft: {...} On second thought: {...}") keeps the last."""
     if len(objs) < 2:
         return objs, None
+    normed = [_normed(o) for o in objs]
     for f in fields:
-        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in objs if (v := _lookup(o, f)) is not None}
+        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in normed if (v := _lookup(o, f)) is not None}
         if len(said) > 1:
             between = text[: spans[-1][0]] if len(spans) == len(objs) else ""
             if _REVISED.search(between):
@@ -350,11 +381,17 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
     return objs, None
 
 
-def _lookup(obj: Mapping[str, Any], f: FieldPlan) -> Any:
-    by_norm = {norm(k): v for k, v in obj.items()}
+def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` keyed by normalised key (the last of keys that normalise alike wins)."""
+    return {norm(k): v for k, v in obj.items()}
+
+
+def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> Any:
+    """The value of the first alias of ``f`` that ``by_norm`` (see :func:`_normed`) holds, not null."""
     for alias in f.aliases:
-        if alias in by_norm and by_norm[alias] is not None:
-            return by_norm[alias]
+        value = by_norm.get(alias)
+        if value is not None:
+            return value
     return None
 
 
@@ -421,16 +458,14 @@ def _label_re_of(aliases: tuple[str, ...]) -> re.Pattern:
     )
 
 
-def label_values(text: str, fields: tuple[FieldPlan, ...], truncated: bool = False) -> dict[str, str]:
+def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, str]:
     """The value each field's last label gives: ``Label: value`` anywhere in a line,
     headings over their value, and tags (``<vote>B</vote>``).
 
     In a cut reply the last line (which may be cut) is not read.
     """
-    by_alias: dict[str, str] = {}
-    for f in fields:
-        for a in f.aliases:
-            by_alias.setdefault(a, f.name)
+    rp = _reader_plan(schema)
+    by_alias = rp.by_alias
     found: list[tuple[int, str, str]] = []  # (position, field, value)
     for m in _TAG.finditer(text):
         name = by_alias.get(label_key(m.group("tag")))
@@ -443,7 +478,7 @@ def label_values(text: str, fields: tuple[FieldPlan, ...], truncated: bool = Fal
             lines.pop()
         if lines and not (text.endswith("\n") and re.search(r"[.!?)\"'*]\s*$", lines[-1])):
             lines.pop()
-    pattern = _label_re(list(by_alias))
+    pattern = rp.pattern
     offset = 0
     for k, line in enumerate(lines):
         marks = list(pattern.finditer(line))
@@ -497,13 +532,12 @@ _NARRATIVE = re.compile(r"\b(?:the (?:panel|group|discussion|committee)|members|
                         r"debated|whether)\b", re.IGNORECASE)
 
 
-def _prose_body(text: str, fields: tuple[FieldPlan, ...], instruction: str = "") -> str | None:
+def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | None:
     """The reply as one text field's value: prose that states a position, without labelled lines.
 
     Not a refusal, an echo of the instructions, a question, a hedge ("not sure"),
     or a narrative about the group with no position of the speaker's own.
     """
-    pattern = _label_re([a for f in fields for a in f.aliases])
     lines = [ln for ln in text.split("\n") if not pattern.search(ln) and not _HEADING.match(ln)]
     body = clean("\n".join(lines).strip())
     if not body or len(body.split()) < 2 or body.endswith(("?", ":")) or "{" in body or "}" in body:

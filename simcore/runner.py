@@ -225,7 +225,8 @@ async def _run_built(
 
 async def analyze_off_loop(scenario: Scenario, world: World, config: Config) -> tuple[dict[str, Any],
                                                                                       dict[str, str] | None]:
-    """``scenario.analyze`` on a worker thread, so the loop goes on with other trials' calls.
+    """``scenario.analyze`` on a worker thread, so the loop goes on with other trials' calls
+    (inline when the scenario says this config embeds nothing).
 
     Returns the results and, when the analysis embedded texts, the encoder's model,
     device and dtype (for the manifest). Analyses of concurrent trials run side by
@@ -234,6 +235,9 @@ async def analyze_off_loop(scenario: Scenario, world: World, config: Config) -> 
     """
     from simcore import embeddings
 
+    if scenario.embeds is not None and not scenario.embeds(config):
+        # Nothing to wait for: a worker thread would cost more than the analysis.
+        return dict(scenario.analyze(world, config)), None
     used = embeddings.record_use()  # (this task's context; the worker thread gets a copy)
     results = await asyncio.get_running_loop().run_in_executor(_analysis_pool(), _call_in_context,
                                                                 contextvars.copy_context(),

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simcore.prose import (
     clauses,
     complete_part,
     dialogue,
+    echoes,
     money_mentions,
     negated,
     prepare,
@@ -109,3 +114,30 @@ def test_words_to_number():
     assert words_to_number("one hundred and twenty") == 120
     assert words_to_number("a thousand") == 1000
     assert words_to_number("twelve apples") is None
+
+
+def _echoes_by_definition(text: str, instruction: str, share: float = 0.6) -> bool:
+    words = re.findall(r"\w+", text.lower())
+    if len(words) < 6 or not instruction:
+        return False
+    source = re.findall(r"\w+", instruction.lower())
+    runs = {tuple(source[i : i + 4]) for i in range(max(1, len(source) - 3))}
+    mine = [tuple(words[i : i + 4]) for i in range(len(words) - 3)]
+    return sum(g in runs for g in mine) >= share * len(mine)
+
+
+_WORDS = st.lists(st.sampled_from("state your view the risk is high low and we should act now".split()), max_size=30)
+
+
+@given(_WORDS, _WORDS, st.sampled_from([0.3, 0.6, 0.9]))
+def test_echoes_is_its_definition(text, instruction, share):
+    # echoes() skips building the runs when too few words are in the instruction: never another answer.
+    text, instruction = " ".join(text), " ".join(instruction)
+    assert echoes(text, instruction, share) == _echoes_by_definition(text, instruction, share)
+
+
+def test_echoes_examples():
+    instruction = "State your view on the proposal in two sentences and give your confidence."
+    assert echoes("state your view on the proposal in two sentences", instruction)
+    assert not echoes("I support the proposal because the risk is low.", instruction)
+    assert not echoes("State your view", instruction)  # under six words
