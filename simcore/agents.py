@@ -73,11 +73,22 @@ class LLMAgent(mesa.Agent):
         self.memory: Memory = memory or _FULL_MEMORY  # frozen: one serves every agent
         self.backend = backend
         self.speaking_rate = speaking_rate
-        self.params = dict(params or {})
+        self._params = dict(params) if params else None
         world.by_name[name] = self
 
     def __repr__(self) -> str:
         return f"LLMAgent({self.name!r}, role={self.role!r})"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The agent's own parameters (a dict; made on first use, as most agents have none)."""
+        if self._params is None:
+            self._params = {}
+        return self._params
+
+    @params.setter
+    def params(self, value: Mapping[str, Any]) -> None:
+        self._params = dict(value)
 
     def visible(self) -> list[Message]:
         """Messages this agent can see, oldest first."""

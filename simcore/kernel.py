@@ -19,7 +19,6 @@ I/O and draws no randomness: the backend does the former, named streams
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
 from typing import (
     TYPE_CHECKING,
@@ -44,6 +43,7 @@ from backends.base import (
     complete_all,
     estimate_tokens,
 )
+from simcore import collector
 from simcore.messages import Board
 from simcore.quality import ParseQuality
 from simcore.reading import Reading, read_reply
@@ -245,6 +245,56 @@ class World(mesa.Model):
         self.state: dict[str, Any] = {}
         self._pending: list[LLMCall] = []
 
+    # -- Mesa's agent registry ---------------------------------------------
+    # Mesa registers each agent in two weakly keyed AgentSets (all agents, and by
+    # type) as it is built: two weak references, about 220 bytes and a microsecond an
+    # agent, that a million-agent world need not pay before anyone asks. A world keeps
+    # Mesa's hard references as agents are built and fills those sets, in creation
+    # order, the first time they are read; from then on agents register as in Mesa.
+    _agent_sets_ready = False
+
+    def register_agent(self, agent: mesa.Agent) -> None:
+        """Register ``agent`` (called by ``mesa.Agent.__init__``)."""
+        if self._agent_sets_ready:
+            super().register_agent(agent)
+        else:
+            self._agents[agent] = None
+
+    def deregister_agent(self, agent: mesa.Agent) -> None:
+        """Deregister ``agent`` (called by ``mesa.Agent.remove``)."""
+        if self._agent_sets_ready:
+            super().deregister_agent(agent)
+        else:
+            del self._agents[agent]
+
+    def _agent_sets(self) -> None:
+        if not self._agent_sets_ready:
+            self._agent_sets_ready = True
+            for agent in self._agents:
+                super().register_agent(agent)  # (sets the hard reference again: no change)
+
+    @property
+    def agents(self) -> mesa.agent.AgentSet:
+        """Every agent, in creation order (Mesa's AgentSet)."""
+        self._agent_sets()
+        return super().agents
+
+    @agents.setter
+    def agents(self, value: Any) -> None:
+        mesa.Model.agents.fset(self, value)  # Mesa's refusal, with its message
+
+    @property
+    def agents_by_type(self) -> dict[type, mesa.agent.AgentSet]:
+        """An AgentSet per agent class (as in Mesa)."""
+        self._agent_sets()
+        return super().agents_by_type
+
+    @property
+    def agent_types(self) -> list[type]:
+        """The agent classes, in the order of their first agent (as in Mesa)."""
+        self._agent_sets()
+        return super().agent_types
+
     def set_topology(self, graph: "nx.DiGraph | None") -> None:
         """Set who hears whom; must happen before the first message."""
         if self.board.messages:
@@ -345,21 +395,20 @@ class World(mesa.Model):
     async def run_async(self, until: float | None = None) -> None:
         """Run the simulation to completion (or to simulated time ``until``)."""
         env, inf = self.env, math.inf
-        _freeze_heap()
         try:
-            while True:
-                now = env.now
-                while env.peek() == now:
+            with collector.running(len(self.by_name)):
+                while True:
+                    now = env.now
+                    while env.peek() == now:
+                        env.step()
+                    if self._pending:
+                        await self._dispatch()
+                        continue
+                    nxt = env.peek()
+                    if nxt == inf or (until is not None and nxt > until):
+                        break
                     env.step()
-                if self._pending:
-                    await self._dispatch()
-                    continue
-                nxt = env.peek()
-                if nxt == inf or (until is not None and nxt > until):
-                    break
-                env.step()
         finally:
-            _thaw_heap()
             self.release()
 
     def release(self) -> None:
@@ -462,44 +511,6 @@ class World(mesa.Model):
                 self.env.now, "llm.error", call.agent.name, call.fields,
                 {"error": type(exc).__name__, "message": str(exc)[:500]},
             )
-
-
-_running = 0  # worlds running in this process, for _freeze_heap
-_thresholds = gc.get_threshold()
-
-#: During a run, full collections wait for this many collections of the middle generation (Python's default: 10).
-FULL_COLLECTION_EVERY = 100
-
-
-def _freeze_heap() -> None:
-    """Keep the cyclic collector from rescanning the long-lived heap while worlds run.
-
-    A run allocates millions of containers, and each full collection rescans every
-    long-lived object: the imports and the built world (hundreds of thousands of
-    objects in a small run, tens of millions in a large one), and every call still
-    waiting for its round. So the heap alive at the start is frozen (never
-    scanned; freed by reference counting as usual, only cycles among it wait for
-    :func:`_thaw_heap`), and full collections come ten times less often; young
-    garbage is collected as usual. At 10^5 agents this took full collections from
-    3.0 s to 1.6 s of a 20 s run. No value changes.
-
-    Only objects alive when the first of several overlapping runs starts are
-    frozen; cyclic garbage among them (a finished world) waits until no world runs.
-    """
-    global _running, _thresholds
-    if _running == 0:
-        gc.freeze()
-        _thresholds = gc.get_threshold()
-        gc.set_threshold(_thresholds[0], _thresholds[1], max(_thresholds[2], FULL_COLLECTION_EVERY))
-    _running += 1
-
-
-def _thaw_heap() -> None:
-    global _running
-    _running -= 1
-    if _running == 0:
-        gc.set_threshold(*_thresholds)
-        gc.unfreeze()
 
 
 async def run_worlds(worlds: Sequence[World]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 from dataclasses import dataclass
 
 import pytest
@@ -195,6 +194,38 @@ def test_agents_are_mesa_agents_in_an_agentset():
         LLMAgent(world, "A0")
 
 
+@pytest.mark.parametrize("read_first", [False, True])
+def test_mesa_agent_sets_hold_every_agent_in_creation_order(read_first):
+    # The world fills Mesa's AgentSets on first use; before and after, they say what Mesa's would.
+    import mesa
+
+    world, agents = make_world(StubBackend(), n=3)
+    if read_first:
+        assert len(world.agents) == 3
+    agents[1].remove()  # Mesa's Agent.remove deregisters
+    LLMAgent(world, "late")
+    assert [a.name for a in world.agents] == ["A0", "A2", "late"]
+    assert world.agent_types == [LLMAgent]
+    assert [a.name for a in world.agents_by_type[LLMAgent]] == ["A0", "A2", "late"]
+    assert list(world._agents) == list(world.agents)  # Mesa's hard references agree
+    LLMAgent(world, "later")  # sets already made are kept up to date
+    assert [a.name for a in world.agents][-1] == "later"
+    with pytest.raises(AttributeError, match="used by Mesa itself"):
+        world.agents = []
+    assert isinstance(world.agents, mesa.agent.AgentSet)
+
+
+def test_agent_params_are_a_dict_of_their_own():
+    world, _ = make_world(StubBackend(), n=0)
+    given = {"style": "terse"}
+    a, b = LLMAgent(world, "A", params=given), LLMAgent(world, "B")
+    assert a.params == given and a.params is not given and b.params == {}
+    b.params["x"] = 1
+    assert b.params == {"x": 1} and LLMAgent(world, "C").params == {}
+    b.params = {"y": 2}
+    assert b.params == {"y": 2}
+
+
 def test_intervention_hooks_alter_requests_responses_delays_and_order():
     from simcore.kernel import Intervention
 
@@ -255,22 +286,6 @@ def test_worlds_are_not_pinned_by_mesa_after_running_or_release():
     del ran, built
     gc.collect()
     assert [r() for r in refs] == [None, None]
-
-
-def test_runs_leave_the_collector_as_they_found_it():
-    before = gc.get_threshold()
-    seen = []
-
-    def probe(world):
-        yield world.timeout(1)
-        seen.append((gc.get_freeze_count() > 0, gc.get_threshold()[2]))
-
-    worlds = [World(s, StubBackend()) for s in range(3)]
-    for w in worlds:
-        w.process(probe(w))
-    asyncio.run(run_worlds(worlds))  # nested: the first to finish must not thaw the others
-    assert seen == [(True, kernel.FULL_COLLECTION_EVERY)] * 3
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 def test_many_calls_of_one_instant_go_in_slices_in_creation_order(monkeypatch):
