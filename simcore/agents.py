@@ -146,8 +146,7 @@ class LLMAgent(mesa.Agent):
         )
         world = self.world
         meta = {"agent": self.name, "scenario": world.scenario, "phase": phase, **fields}
-        if phase:
-            fields = {"phase": phase, **fields}
+        fields = world.shared_fields({"phase": phase, **fields} if phase else fields)
         request = LLMRequest(
             model=self.model_name,
             messages=messages,
@@ -157,7 +156,7 @@ class LLMAgent(mesa.Agent):
             schema=None if schema is None else json_schema(schema, allowed_keys(allowed)),
             metadata=meta,
         )
-        # ``fields`` is this call's own dict (the keyword arguments), so no copy is needed.
+        # ``fields`` is made above for this call (or shared by equal ones), so no copy is needed.
         call = world._request(
             self, request, schema, fields, allowed, None,
             f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
@@ -201,6 +200,8 @@ class LLMAgent(mesa.Agent):
         """Post a public message, visible to this agent's successors, and trace it."""
         if self.world.intervention is not None:
             text = self.world.intervention.message(self, text, fields)
-        msg = self.world.board._post(self.world.now, self.name, text, fields)  # fields: this call's own dict
-        self.world.emit("message", self.name, {"text": text}, **fields)
+        world = self.world
+        fields = world.shared_fields(fields)
+        msg = world.board._post(world.now, self.name, text, fields)
+        world.trace.emit(world.now, "message", self.name, fields, {"text": text})
         return msg

@@ -186,8 +186,9 @@ class LLMCall(simpy.Event):
         self.instruction = instruction
         self.digest = request.digest()
         self.t_asked = world.env.now
-        # First callback, so the reply is traced before any process resumes on it.
-        self.callbacks.append(world._on_delivered)
+        # First callback, so the reply is traced before any process resumes on it; the
+        # world's one bound method and a list of one (not a new method and a list of four).
+        self.callbacks = [world._trace_delivery]
 
     def _deliver(self, reply: Reply, delay: float) -> None:
         # Same mechanism as simpy.Timeout: mark triggered, schedule in the future.
@@ -244,6 +245,8 @@ class World(mesa.Model):
         self.by_name: dict[str, LLMAgent] = {}
         self.state: dict[str, Any] = {}
         self._pending: list[LLMCall] = []
+        self._trace_delivery = self._on_delivered
+        self._fields: dict[tuple, dict[str, Any]] = {}
 
     # -- Mesa's agent registry ---------------------------------------------
     # Mesa registers each agent in two weakly keyed AgentSets (all agents, and by
@@ -334,6 +337,30 @@ class World(mesa.Model):
         self.env.all_of(events).callbacks.append(finish)
         return done
 
+    #: The most distinct structural-field dicts a world shares (see :meth:`shared_fields`).
+    SHARED_FIELDS = 4096
+
+    def shared_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """One dict for equal structural fields: ``fields``, or an equal dict given before.
+
+        The calls of one round, and the messages they post, carry equal fields
+        (phase, round): a million calls need not hold a million equal dicts. Equal
+        means the same keys in the same order with values of the same types (1,
+        1.0 and True stay apart). Fields with unhashable values, or past
+        :data:`SHARED_FIELDS` distinct dicts, are returned as they are. Shared
+        dicts are read, never changed (calls, messages and events keep them).
+        """
+        try:
+            key = (*fields.items(), *map(type, fields.values()))
+            shared = self._fields.get(key)
+        except TypeError:  # an unhashable value
+            return fields
+        if shared is not None:
+            return shared
+        if len(self._fields) < self.SHARED_FIELDS:
+            self._fields[key] = fields
+        return fields
+
     # -- trace --------------------------------------------------------------
     def emit(
         self,
@@ -378,7 +405,7 @@ class World(mesa.Model):
         reask_of: Reply | None,
         instruction: str,
     ) -> LLMCall:
-        # The hot path of every call: ``fields`` is a dict the caller made for this call alone.
+        # The hot path of every call: ``fields`` is a dict no one changes (made for this call, or shared).
         if self.intervention is not None:
             request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields, allowed, reask_of, instruction)

@@ -323,3 +323,25 @@ def test_an_answered_call_releases_its_request():
     world.run()
     assert [c.request for c in calls] == [None, None]
     assert all(c.ok and c.value.digest == c.digest for c in calls)
+
+
+def test_equal_structural_fields_are_one_dict():
+    world, agents = make_world(StubBackend(), n=3)
+    a = world.shared_fields({"phase": "talk", "round": 1})
+    assert world.shared_fields({"phase": "talk", "round": 1}) is a
+    for other in ({"phase": "talk", "round": True}, {"phase": "talk", "round": 1.0}, {"round": 1, "phase": "talk"}):
+        assert world.shared_fields(dict(other)) is not a  # other types, or another order, stay apart
+    unhashable = {"phase": "talk", "tags": ["x"]}
+    assert world.shared_fields(unhashable) is unhashable
+    calls = [ag.ask("Hi", phase="open", round=2) for ag in agents]
+    assert len({id(c.fields) for c in calls}) == 1 and calls[0].fields == {"phase": "open", "round": 2}
+    msgs = [ag.say("x", phase="open", round=2) for ag in agents]
+    assert all(m.fields is calls[0].fields for m in msgs)
+
+
+def test_shared_fields_stop_growing_at_their_cap(monkeypatch):
+    world, _ = make_world(StubBackend(), n=1)
+    monkeypatch.setattr(World, "SHARED_FIELDS", 2)
+    kept = [world.shared_fields({"turn": i}) for i in range(4)]
+    assert world.shared_fields({"turn": 1}) is kept[1]
+    assert world.shared_fields({"turn": 3}) is not kept[3]  # past the cap: returned, not kept
