@@ -174,16 +174,21 @@ def scale_series(sizes: list[int], prototype: Path | None) -> list[dict]:
             proto, proto_process_s = _child([sys.executable, str(prototype), str(n)])
             proto["process_s"] = proto_process_s
             row["prototype"] = proto
+            # (The prototype rounds its run time to 0.01 s: a tiny world may report 0.)
             row["ratio_to_prototype"] = {
-                "run_s": row["run_s"] / proto["run_s"],
-                "build_plus_run_s": row["wall_s"] / proto["run_s"],
-                "process_s": process_s / proto_process_s,
-                "peak_rss": row["peak_rss_mb"] / proto["peak_rss_mb"],
+                "run_s": _ratio(row["run_s"], proto["run_s"]),
+                "build_plus_run_s": _ratio(row["wall_s"], proto["run_s"]),
+                "process_s": _ratio(process_s, proto_process_s),
+                "peak_rss": _ratio(row["peak_rss_mb"], proto["peak_rss_mb"]),
             }
             line += f"; prototype run {proto['run_s']:.2f} s, peak RSS {proto['peak_rss_mb']:.0f} MB"
         rows.append(row)
         print(line, file=sys.stderr)
     return rows
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
 
 
 def growth(rows: list[dict], key: str, impl: str = "simcore") -> dict | None:
@@ -269,10 +274,11 @@ def main() -> None:
           + ("" if proto_driver is None else f"; prototype driver: {proto_driver:.0f} calls/s"))
     for row in scale:
         proto = row.get("prototype")
+        ratios = {k: "-" if v is None else f"{v:.2f}" for k, v in row.get("ratio_to_prototype", {}).items()}
         side = "" if proto is None else (
             f" | prototype {proto['run_s']:.1f} s, {proto['peak_rss_mb']:.0f} MB"
-            f" | ratio run {row['ratio_to_prototype']['run_s']:.2f}, build+run "
-            f"{row['ratio_to_prototype']['build_plus_run_s']:.2f}, RSS {row['ratio_to_prototype']['peak_rss']:.2f}")
+            f" | ratio run {ratios['run_s']}, build+run {ratios['build_plus_run_s']}, "
+            f"process {ratios['process_s']}, RSS {ratios['peak_rss']}")
         print(f"N={row['n_agents']:>7}: simcore {row['build_s']:.1f} s + {row['run_s']:.1f} s, "
               f"{row['peak_rss_mb']:.0f} MB{side}")
     print(f"wrote {args.out}")
