@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -61,6 +62,17 @@ class KeyedGenerator:
         return self.rekey(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest())
 
 
+_THREAD = threading.local()
+
+
+def keyed_generator() -> KeyedGenerator:
+    """This thread's :class:`KeyedGenerator` (made once per thread, not per backend)."""
+    keyed = getattr(_THREAD, "keyed", None)
+    if keyed is None:
+        keyed = _THREAD.keyed = KeyedGenerator()
+    return keyed
+
+
 class StubBackend:
     """Deterministic backend; see the module docstring.
 
@@ -82,15 +94,14 @@ class StubBackend:
         self.behaviour = behaviour or generic_behaviour
         self.malformed_rate = malformed_rate
         self.model = model
-        self._keyed = KeyedGenerator()
 
     def rng_for(self, request: LLMRequest) -> np.random.Generator:
         """The generator for ``request``: PCG64 keyed by the request's sha256.
 
-        The same object is re-keyed on every call, so a behaviour model must not
-        keep it beyond the call.
+        The same object (one per thread) is re-keyed on every call, so a behaviour
+        model must not keep it beyond the call.
         """
-        return self._keyed.rekey(request.digest())
+        return keyed_generator().rekey(request.digest())
 
     def respond(self, request: LLMRequest) -> LLMResponse:
         """Produce the reply to ``request`` synchronously."""

@@ -99,7 +99,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
     rest = _remove(text, spans)
-    labels = label_values(rest, schema, truncated)
+    labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
     by_norm = [_normed(obj) for obj in keyed]
     values: dict[str, Any] = {}
     errors: list[str] = []
