@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
 Process = Generator[simpy.Event, Any, Any]
 
+#: Value types of structural fields that :meth:`World.shared_fields` shares.
+_SHAREABLE = frozenset({str, int, bool, type(None)})
+
 #: The most calls of one instant sent to the backend together; more go in
 #: successive slices (delivery order and the trace are the same either way).
 DISPATCH_SLICE = 4096
@@ -345,16 +348,18 @@ class World(mesa.Model):
 
         The calls of one round, and the messages they post, carry equal fields
         (phase, round): a million calls need not hold a million equal dicts. Equal
-        means the same keys in the same order with values of the same types (1,
-        1.0 and True stay apart). Fields with unhashable values, or past
-        :data:`SHARED_FIELDS` distinct dicts, are returned as they are. Shared
-        dicts are read, never changed (calls, messages and events keep them).
+        means the same keys in the same order with values of the same types (1
+        and True stay apart). Only fields whose values are strings, integers,
+        booleans or None are shared (equal floats may still be written apart, as
+        0.0 and -0.0 are); others, and fields past :data:`SHARED_FIELDS` distinct
+        dicts, are returned as they are. Shared dicts are read, never changed
+        (calls, messages and events keep them).
         """
-        try:
-            key = (*fields.items(), *map(type, fields.values()))
-            shared = self._fields.get(key)
-        except TypeError:  # an unhashable value
+        types = tuple(map(type, fields.values()))
+        if not _SHAREABLE.issuperset(types):
             return fields
+        key = (*fields.items(), *types)
+        shared = self._fields.get(key)
         if shared is not None:
             return shared
         if len(self._fields) < self.SHARED_FIELDS:

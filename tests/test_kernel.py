@@ -331,6 +331,8 @@ def test_equal_structural_fields_are_one_dict():
     assert world.shared_fields({"phase": "talk", "round": 1}) is a
     for other in ({"phase": "talk", "round": True}, {"phase": "talk", "round": 1.0}, {"round": 1, "phase": "talk"}):
         assert world.shared_fields(dict(other)) is not a  # other types, or another order, stay apart
+    zero, minus_zero = {"x": 0.0}, {"x": -0.0}  # equal, but written apart: floats are never shared
+    assert world.shared_fields(zero) is zero and world.shared_fields(minus_zero) is minus_zero
     unhashable = {"phase": "talk", "tags": ["x"]}
     assert world.shared_fields(unhashable) is unhashable
     calls = [ag.ask("Hi", phase="open", round=2) for ag in agents]
