@@ -65,11 +65,18 @@ class KeyedGenerator:
 _THREAD = threading.local()
 
 
-def keyed_generator() -> KeyedGenerator:
-    """This thread's :class:`KeyedGenerator` (made once per thread, not per backend)."""
-    keyed = getattr(_THREAD, "keyed", None)
+def keyed_generator(owner: str = "stub") -> KeyedGenerator:
+    """This thread's :class:`KeyedGenerator` for ``owner`` (made once per thread and owner).
+
+    The stub's own is in use while a behaviour model runs, so a model that keys
+    draws of its own asks for it under another owner.
+    """
+    generators = getattr(_THREAD, "generators", None)
+    if generators is None:
+        generators = _THREAD.generators = {}
+    keyed = generators.get(owner)
     if keyed is None:
-        keyed = _THREAD.keyed = KeyedGenerator()
+        keyed = generators[owner] = KeyedGenerator()
     return keyed
 
 

@@ -198,9 +198,9 @@ class LLMAgent(mesa.Agent):
 
     def say(self, text: str, **fields: Any) -> Message:
         """Post a public message, visible to this agent's successors, and trace it."""
-        if self.world.intervention is not None:
-            text = self.world.intervention.message(self, text, fields)
         world = self.world
+        if world.intervention is not None:
+            text = world.intervention.message(self, text, fields)
         fields = world.shared_fields(fields)
         msg = world.board._post(world.now, self.name, text, fields)
         world.trace.emit(world.now, "message", self.name, fields, {"text": text})

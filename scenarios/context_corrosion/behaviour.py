@@ -35,7 +35,6 @@ generic stub reply.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -43,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from backends.base import LLMRequest
-from backends.stub import KeyedGenerator, generic_behaviour
+from backends.stub import generic_behaviour, keyed_generator
 from scenarios.context_corrosion.tasks import TASKS, Task
 from simcore.agents import HISTORY_HEADER
 
@@ -147,15 +146,9 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else float(x)
 
 
-_KEYED = threading.local()
-
-
 def _keyed(*parts: object) -> np.random.Generator:
     """A generator keyed by ``parts`` (one per thread, re-keyed; use it at once)."""
-    keyed = getattr(_KEYED, "gen", None)
-    if keyed is None:
-        keyed = _KEYED.gen = KeyedGenerator()
-    return keyed.for_key(*parts)
+    return keyed_generator("context_corrosion").for_key(*parts)
 
 
 @lru_cache(maxsize=4096)
