@@ -108,3 +108,30 @@ def test_relabelled_graph_keeps_the_edge_order_of_graph_edges(make):
     got = topology._relabel(g, names)
     assert list(got.edges) == list(expected.edges)
     assert [list(got.predecessors(n)) for n in names] == [list(expected.predecessors(n)) for n in names]
+
+
+@pytest.mark.parametrize("spec", ["complete", "star:N2", "ring", "small_world:k=4,p=0.3", "scale_free:m=2"])
+def test_built_in_families_are_read_only_symmetric_views(spec):
+    g = build(spec, NAMES, seed=3)
+    assert isinstance(g, nx.DiGraph) and nx.is_frozen(g)
+    assert [list(g.successors(n)) for n in NAMES] == [list(g.predecessors(n)) for n in NAMES]
+    with pytest.raises(nx.NetworkXError, match="Frozen"):
+        g.add_edge("N0", "N1")
+    copy = g.copy()  # the way to change one: a plain DiGraph
+    assert not nx.is_frozen(copy) and list(copy.edges) == list(g.edges)
+    copy.remove_edge(*next(iter(copy.edges)))
+    assert copy.number_of_edges() == g.number_of_edges() - 1
+
+
+def test_complete_and_star_keep_the_order_of_a_digraph_built_edge_by_edge():
+    full = nx.DiGraph()
+    full.add_nodes_from(NAMES)
+    full.add_edges_from((u, v) for u in NAMES for v in NAMES if u != v)
+    spokes = nx.DiGraph()
+    spokes.add_nodes_from(NAMES)
+    for v in NAMES:
+        if v != "N2":
+            spokes.add_edges_from([("N2", v), (v, "N2")])
+    for got, expected in ((complete(NAMES), full), (star(NAMES, "N2"), spokes)):
+        assert list(got.edges) == list(expected.edges)
+        assert [list(got.predecessors(n)) for n in NAMES] == [list(expected.predecessors(n)) for n in NAMES]
