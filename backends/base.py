@@ -37,7 +37,7 @@ class Message(NamedTuple):
     content: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LLMRequest:
     """Everything a backend needs to produce one completion.
 
@@ -51,6 +51,9 @@ class LLMRequest:
         metadata: Agent, scenario, phase and such. Real backends never send it, but
             it is part of the canonical form, so two agents asking the same thing get
             distinct stub replies and distinct cassette entries.
+
+    Slotted: a million calls of one instant each hold a request until answered,
+    and a slot costs a fraction of a per-instance dict.
     """
 
     model: str
@@ -60,15 +63,17 @@ class LLMRequest:
     seed: int | None = None
     schema: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Memos of canonical() and digest(): not fields of the request (a replaced request starts without).
+    _canonical: str | None = field(default=None, init=False, repr=False, compare=False)
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def canonical(self) -> str:
         """Return the request as canonical JSON (sorted keys, no whitespace); memoised."""
-        cached = self.__dict__.get("_canonical")
+        cached = self._canonical
         if cached is not None:
             return cached
         text = canonical_json({**self._head(), "messages": [[m.role, m.content] for m in self.messages]})
-        # A frozen dataclass may still cache in its own __dict__ (no field changes).
-        object.__setattr__(self, "_canonical", text)
+        object.__setattr__(self, "_canonical", text)  # a memo, not a change of the frozen fields
         return text
 
     def digest(self) -> str:
@@ -78,7 +83,7 @@ class LLMRequest:
         and message contents as length-prefixed text instead of JSON-escaping them,
         which is several times faster on long transcripts.
         """
-        cached = self.__dict__.get("_digest")
+        cached = self._digest
         if cached is None:
             schema = self.schema
             if schema is not None:

@@ -6,6 +6,8 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from backends.base import LLMResponse, Usage
 from backends.stub import StubBackend
@@ -347,3 +349,69 @@ def test_shared_fields_stop_growing_at_their_cap(monkeypatch):
     kept = [world.shared_fields({"turn": i}) for i in range(4)]
     assert world.shared_fields({"turn": 1}) is kept[1]
     assert world.shared_fields({"turn": 3}) is not kept[3]  # past the cap: returned, not kept
+
+
+def _condition_join(env, events):
+    """What World.all_of was: SimPy's Condition, then an event with the values in order."""
+    events = list(events)
+    done = env.event()
+
+    def finish(cond):
+        if cond.ok:
+            done.succeed([e.value for e in events])
+        else:
+            cond.defused = True
+            done.fail(cond.value)
+
+    env.all_of(events).callbacks.append(finish)
+    return done
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=6), st.integers(0, 3),
+       st.lists(st.integers(0, 4), max_size=4))
+def test_all_of_steps_exactly_like_simpys_condition(specs, ready_at, others):
+    # Events that end at equal times, some failing, some processed before the join is made,
+    # and bystander processes at the same instants: the log of who ran when is the same.
+    def run(join):
+        world = World(1, StubBackend())
+        env, log = world.env, []
+
+        def ender(i, delay, fails):
+            yield env.timeout(delay)
+            log.append((env.now, "end", i))
+            if fails:
+                raise RuntimeError(f"event {i}")
+            return i
+
+        def bystander(k, delay):
+            yield env.timeout(delay)
+            for step in range(4):  # zero-delay steps at one instant: they interleave with the join's hops
+                log.append((env.now, "bystander", k, step))
+                yield env.timeout(0)
+
+        def waiter():
+            procs = [env.process(ender(i, d, f)) for i, (d, f) in enumerate(specs)]
+            yield env.timeout(ready_at)  # some have ended (and been processed) by now
+            try:
+                values = yield join(world, procs)
+                log.append((env.now, "joined", tuple(values)))
+            except RuntimeError as exc:
+                log.append((env.now, "failed", str(exc)))
+
+        for k, d in enumerate(others):
+            env.process(bystander(k, d))
+        env.process(waiter())
+        try:
+            env.run()
+        except RuntimeError as exc:  # a second failure nobody waits for crashes the clock, in both
+            log.append((env.now, "crashed", str(exc)))
+        return log
+
+    assert run(lambda w, evs: w.all_of(evs)) == run(lambda w, evs: _condition_join(w.env, evs))
+
+
+def test_all_of_refuses_events_of_another_clock():
+    world, other = World(1, StubBackend()), World(2, StubBackend())
+    with pytest.raises(ValueError, match="^all_of: "):
+        world.all_of([other.env.event()])
