@@ -49,7 +49,7 @@ from simcore.quality import ParseQuality
 from simcore.reading import Reading, read_reply
 from simcore.rng import Streams
 from simcore.schema import reply_kind
-from simcore.trace import StreamedTrace, Trace
+from simcore.trace import Fields, StreamedTrace, Trace
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -375,16 +375,16 @@ class World(mesa.Model):
     SHARED_FIELDS = 4096
 
     def shared_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """One dict for equal structural fields: ``fields``, or an equal dict given before.
+        """One read-only dict for equal structural fields (a :class:`~simcore.trace.Fields`).
 
         The calls of one round, and the messages they post, carry equal fields
-        (phase, round): a million calls need not hold a million equal dicts. Equal
-        means the same keys in the same order with values of the same types (1
-        and True stay apart). Only fields whose values are strings, integers,
-        booleans or None are shared (equal floats may still be written apart, as
-        0.0 and -0.0 are); others, and fields past :data:`SHARED_FIELDS` distinct
-        dicts, are returned as they are. Shared dicts are read, never changed
-        (calls, messages and events keep them).
+        (phase, round): a million calls need not hold a million equal dicts, and
+        the trace need not encode them a million times (a ``Fields`` carries its
+        canonical JSON). Equal means the same keys in the same order with values
+        of the same types (1 and True stay apart). Only fields whose values are
+        strings, integers, booleans or None are shared (equal floats may still be
+        written apart, as 0.0 and -0.0 are); others, and fields past
+        :data:`SHARED_FIELDS` distinct dicts, are returned as they are.
         """
         types = tuple(map(type, fields.values()))
         if not _SHAREABLE.issuperset(types):
@@ -394,7 +394,8 @@ class World(mesa.Model):
         if shared is not None:
             return shared
         if len(self._fields) < self.SHARED_FIELDS:
-            self._fields[key] = fields
+            shared = self._fields[key] = Fields(fields)
+            return shared
         return fields
 
     # -- trace --------------------------------------------------------------

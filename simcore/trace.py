@@ -53,6 +53,53 @@ def streams(mode: str, n_agents: int) -> bool:
     return mode == "stream" or (mode == "auto" and n_agents >= STREAM_FROM_AGENTS)
 
 
+class Fields(dict):
+    """Structural fields that many events share: a read-only dict that carries its canonical JSON.
+
+    :meth:`simcore.kernel.World.shared_fields` makes one per distinct set of fields
+    (the calls, replies and messages of one round all carry ``{phase, round}``), so
+    writing an event reuses the JSON instead of encoding the same fields again.
+    Changing one raises ``TypeError``; copy it (``dict(fields)``) to change it.
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        super().__init__(fields)
+        self.json = canonical_json(self)
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("fields: shared structural fields are read-only; copy them (dict(fields)) to change them")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Fields, (dict(self),)  # (not item by item: that would go through __setitem__)
+
+
+_STRING = json.encoder.encode_basestring  # how canonical_json writes a str (UTF-8 kept)
+_FLOAT = float.__repr__  # how it writes a finite float (also for subclasses such as numpy's)
+
+
+def event_line(seq: int, t: float, kind: str, agent: str | None, fields: Mapping[str, Any],
+               payload: Mapping[str, Any]) -> str:
+    """An event as one canonical JSON line (no newline): ``canonical_json`` of its dict, byte for byte.
+
+    Written key by key, in the sorted order canonical JSON puts them in, so that
+    shared :class:`Fields` give their JSON as it is (one event or more per LLM call
+    is written, and most of them carry shared fields).
+    """
+    return "".join((
+        '{"agent":', "null" if agent is None else _STRING(agent) if type(agent) is str else canonical_json(agent),
+        ',"fields":', fields.json if type(fields) is Fields else canonical_json(fields),
+        ',"kind":', _STRING(kind) if type(kind) is str else canonical_json(kind),
+        ',"payload":', canonical_json(payload),
+        ',"seq":', str(seq) if type(seq) is int else canonical_json(seq),
+        ',"t":', _FLOAT(t) if type(t) is float and t - t == 0 else canonical_json(t),  # (t - t is nan for inf and nan)
+        "}",
+    ))
+
+
 class TraceEvent(NamedTuple):
     """One event of a run.
 
@@ -75,17 +122,8 @@ class TraceEvent(NamedTuple):
         return f"{self.kind}|{self.agent or '-'}|{parts}"
 
     def to_json(self) -> str:
-        """Serialise as one canonical JSON line (no newline)."""
-        return canonical_json(
-            {
-                "seq": self.seq,
-                "t": self.t,
-                "kind": self.kind,
-                "agent": self.agent,
-                "fields": self.fields,
-                "payload": self.payload,
-            }
-        )
+        """Serialise as one canonical JSON line (no newline): see :func:`event_line`."""
+        return event_line(*self)
 
     @classmethod
     def from_json(cls, line: str) -> "TraceEvent":

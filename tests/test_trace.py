@@ -10,14 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from backends.base import canonical_json
 from simcore import trace as trace_module
 from simcore.readers import DamagedFile
 from simcore.replay import replay_async
 from simcore.runner import run_trial, write_run
 from simcore.scenario import load_scenario
-from simcore.trace import STREAM_FROM_AGENTS, StreamedTrace, Trace, TraceEvent, streams
+from simcore.trace import STREAM_FROM_AGENTS, Fields, StreamedTrace, Trace, TraceEvent, event_line, streams
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -170,3 +174,39 @@ def test_replay_of_a_large_world_streams_and_finds_a_tampered_event(tmp_path, mo
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     result = asyncio.run(replay_async(run_dir))
     assert not result.identical and result.first_diff == 3 and '"seq":33' in result.recorded
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.text(max_size=12),
+                     st.floats(allow_nan=True, allow_infinity=True))
+_DICTS = st.dictionaries(st.text(max_size=6), st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3)), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq=st.integers(0, 10**9),
+       t=st.one_of(st.integers(0, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+                   st.floats(-1e9, 1e9).map(np.float64)),
+       kind=st.text(max_size=10), agent=st.one_of(st.none(), st.text(max_size=10)),
+       fields=_DICTS, payload=_DICTS, shared=st.booleans())
+def test_event_line_is_canonical_json_of_the_event(seq, t, kind, agent, fields, payload, shared):
+    # The key-by-key writer gives canonical_json's bytes for every event, shared fields or not.
+    expected = canonical_json({"seq": seq, "t": t, "kind": kind, "agent": agent, "fields": fields, "payload": payload})
+    if shared and all(v is None or isinstance(v, (str, int)) for v in fields.values()):
+        fields = Fields(fields)
+    assert event_line(seq, t, kind, agent, fields, payload) == expected
+    assert TraceEvent(seq, t, kind, agent, fields, payload).to_json() == expected
+
+
+def test_shared_fields_are_read_only_and_survive_pickling_and_copies():
+    import copy
+    import pickle
+
+    fields = Fields({"phase": "talk", "round": 1})
+    assert fields == {"phase": "talk", "round": 1} and fields.json == '{"phase":"talk","round":1}'
+    for change in (lambda f: f.__setitem__("round", 2), lambda f: f.update(round=2), lambda f: f.pop("round"),
+                   lambda f: f.clear(), lambda f: f.setdefault("x", 1), lambda f: f.__delitem__("phase")):
+        with pytest.raises(TypeError, match="^fields: shared structural fields are read-only"):
+            change(fields)
+    assert fields == {"phase": "talk", "round": 1}
+    for again in (pickle.loads(pickle.dumps(fields)), copy.deepcopy(fields), copy.copy(fields)):
+        assert type(again) is Fields and again == fields and again.json == fields.json
+    assert type(dict(fields)) is dict and {**fields, "round": 2} == {"phase": "talk", "round": 2}
