@@ -262,7 +262,7 @@ def echoes(text: str, instruction: str, share: float = 0.6) -> bool:
     use the instruction's words ("Keep the confidence"). Cached: a pure function,
     and the fields of one reply are often checked against one instruction.
     """
-    words = re.findall(r"\w+", text.lower())
+    words = words_of(text.lower())
     if len(words) < 6 or not instruction:
         return False
     vocabulary, source = _source_grams(instruction)
@@ -277,8 +277,21 @@ def echoes(text: str, instruction: str, share: float = 0.6) -> bool:
 @lru_cache(maxsize=256)
 def _source_grams(instruction: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
     # Cached: the calls of one turn answer the same instruction.
-    words = re.findall(r"\w+", instruction.lower())
+    words = words_of(instruction.lower())
     return frozenset(words), frozenset(_grams(words))
+
+
+_WORD_RUN = re.compile(r"\w+")
+# Every ASCII character that is not a word character, as a space: in ASCII text, the
+# words between spaces are then exactly the regex's \w+ runs, found several times faster.
+_NOT_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not _WORD_RUN.match(c)})
+
+
+def words_of(text: str) -> list[str]:
+    """The runs of word characters in ``text``: what ``re.findall(r"\\w+", text)`` finds."""
+    if text.isascii():
+        return text.translate(_NOT_WORD).split()
+    return _WORD_RUN.findall(text)
 
 
 def _grams(words: list[str], n: int = 4) -> list[tuple[str, ...]]:

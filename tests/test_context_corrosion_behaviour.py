@@ -14,11 +14,20 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.analysis import compare
-from scenarios.context_corrosion.behaviour import level, make_behaviour
+from scenarios.context_corrosion.behaviour import (
+    _decode,
+    level,
+    make_behaviour,
+    messages_heard,
+    transcript,
+)
 from scenarios.context_corrosion.tasks import TASKS
+from simcore.agents import HISTORY_HEADER
 from simcore.counterfactual import trial_seeds
 from simcore.runner import run_trial, run_trial_async
 from simcore.stats import proportion_ci
@@ -131,3 +140,25 @@ def test_false_positive_rate_near_alpha_without_conformity():
 def test_power_with_conformity_well_above_zero(conformity, least):
     out = rates(conformity, reps=100, n=10)
     assert out["welch_p05_rate"] >= least and out["holm_paired_rate"] >= least
+
+
+_TASK = TASKS[0]
+_LINE = st.one_of(
+    st.tuples(st.sampled_from(["D", "P1", "P2"]),
+              st.sampled_from([*_TASK.pro[:2], *_TASK.con[:2], _TASK.answers[1], "no view"])).map(": ".join),
+    st.sampled_from(["and one more thing", "Moderator said: hi", "P1:tight", ""]),  # lines that continue a message
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(_LINE, max_size=3), st.sampled_from([t.id for t in TASKS[:2]])),
+                max_size=8))
+def test_messages_heard_is_the_decoded_transcript(steps):
+    # Prompts whose transcripts grow by a message or a continued line (as in a speaking round),
+    # repeat, start over, or belong to another task: the remembered transcript never changes an answer.
+    lines: list[str] = []
+    for restart, more, task_id in steps:
+        lines = (more if restart else lines + more)
+        prompt = HISTORY_HEADER + "\n".join(lines) + "\n\nYour turn."
+        expected = tuple((who, len(text), _decode(task_id, text)) for who, text in transcript(prompt))
+        assert messages_heard(task_id, prompt) == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcore.prose import (
@@ -17,6 +17,7 @@ from simcore.prose import (
     negated,
     prepare,
     torn,
+    words_of,
     words_to_number,
 )
 
@@ -134,6 +135,14 @@ def test_echoes_is_its_definition(text, instruction, share):
     # echoes() skips building the runs when too few words are in the instruction: never another answer.
     text, instruction = " ".join(text), " ".join(instruction)
     assert echoes(text, instruction, share) == _echoes_by_definition(text, instruction, share)
+
+
+@settings(max_examples=500)
+@given(st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=127)),
+                 st.text(alphabet=" _-.,'\"\n\t\r\x0b\x1cabcAB09\u00e9\u00df\u0660")))
+def test_words_of_is_the_regex(text):
+    # The ASCII shortcut (translate, split) finds exactly the \w+ runs, whitespace of every kind included.
+    assert words_of(text) == re.findall(r"\w+", text)
 
 
 def test_echoes_examples():

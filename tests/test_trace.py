@@ -21,7 +21,15 @@ from simcore.readers import DamagedFile
 from simcore.replay import replay_async
 from simcore.runner import run_trial, write_run
 from simcore.scenario import load_scenario
-from simcore.trace import STREAM_FROM_AGENTS, Fields, StreamedTrace, Trace, TraceEvent, event_line, streams
+from simcore.trace import (
+    STREAM_FROM_AGENTS,
+    Fields,
+    StreamedTrace,
+    Trace,
+    TraceEvent,
+    event_line,
+    streams,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 

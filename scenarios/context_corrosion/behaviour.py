@@ -35,6 +35,7 @@ generic stub reply.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -94,21 +95,20 @@ class CorrosionBehaviour:
 
     def influenced(self, initial: float, agent: str, user_message: str) -> float:
         """The stance after hearing the transcript in ``user_message``."""
-        heard = [(who, text) for who, text in transcript(user_message) if who != agent]
+        heard = [m for m in messages_heard(self.task.id, user_message) if m[0] != agent]
         if not heard:
             return initial
         n = len(heard)
         # Empty messages (a blanked turn) carry no length; treat all as equal then.
-        mean_len = sum([len(text) for _, text in heard]) / n or 1.0
+        mean_len = sum([length for _, length, _ in heard]) / n or 1.0
         a = self.authority_weight
         step = 1 / (n - 1) if n > 1 else 0.0
-        task_id = self.task.id
         total = weighted = 0.0
         counts: dict[str, int] = {}
-        for i, (who, text) in enumerate(heard):
-            w = (1 - a) + a * (len(text) / mean_len) * (2 - i * step)
+        for i, (who, length, stance) in enumerate(heard):
+            w = (1 - a) + a * (length / mean_len) * (2 - i * step)
             total += w
-            weighted += w * _decode(task_id, text)
+            weighted += w * stance
             counts[who] = counts.get(who, 0) + 1
         pull = 1 - (1 - self.conformity) ** max(counts.values())
         if total == 0:  # authority weight 1 and only empty messages: nothing to weigh
@@ -180,7 +180,14 @@ def transcript(user_message: str) -> list[tuple[str, str]]:
     """Split the "Discussion so far" block of a prompt into (speaker, text) pairs."""
     if not user_message.startswith(HISTORY_HEADER):
         return []
-    block = user_message[len(HISTORY_HEADER) :].split("\n\n", 1)[0]
+    return _pairs(_block(user_message))
+
+
+def _block(user_message: str) -> str:
+    return user_message[len(HISTORY_HEADER) :].split("\n\n", 1)[0]
+
+
+def _pairs(block: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for line in block.split("\n"):
         who, sep, text = line.partition(": ")
@@ -189,6 +196,50 @@ def transcript(user_message: str) -> list[tuple[str, str]]:
         elif out:  # a message that itself spans lines
             out[-1] = (out[-1][0], out[-1][1] + "\n" + line)
     return out
+
+
+Heard = tuple[tuple[str, int, float], ...]
+
+
+class _LastTranscript(threading.local):
+    task_id: int | None = None
+    block = ""
+    messages: Heard = ()
+
+
+_LAST = _LastTranscript()
+
+
+def messages_heard(task_id: int, user_message: str) -> Heard:
+    """Each message of the prompt's transcript as (speaker, length, the stance it expresses).
+
+    That is :func:`transcript` with each text decoded, but each thread remembers
+    the last transcript it read: in a speaking round a prompt's transcript is the
+    one before it and one message more, so only that message is read (the rest
+    of the prompt is compared, not parsed and decoded again).
+    """
+    if not user_message.startswith(HISTORY_HEADER):
+        return ()
+    block = _block(user_message)
+    last = _LAST
+    if last.task_id == task_id:
+        if block == last.block:
+            return last.messages
+        n = len(last.block)
+        if n and block.startswith("\n", n) and block.startswith(last.block):
+            tail = block[n + 1 :]
+            who, sep, _ = tail.partition("\n")[0].partition(": ")
+            if sep and who and " " not in who:  # it starts a message (else it continues the last one)
+                messages = last.messages + _decoded(task_id, _pairs(tail))
+                last.block, last.messages = block, messages
+                return messages
+    messages = _decoded(task_id, _pairs(block))
+    last.task_id, last.block, last.messages = task_id, block, messages
+    return messages
+
+
+def _decoded(task_id: int, pairs: list[tuple[str, str]]) -> Heard:
+    return tuple([(who, len(text), _decode(task_id, text)) for who, text in pairs])
 
 
 def make_behaviour(cfg: Any) -> CorrosionBehaviour:
