@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import json
 import json.encoder as json_encoder
-import math
 from dataclasses import dataclass, field
 from typing import (
     Any,
@@ -230,7 +229,7 @@ _C_ENCODE = (
 
 def estimate_tokens(text: str) -> int:
     """Estimate tokens as one per four characters (the usual English rule of thumb)."""
-    return max(1, math.ceil(len(text) / 4)) if text else 0
+    return (len(text) + 3) // 4  # ceil(len / 4): at least 1 for any text, 0 for none
 
 
 class BackendError(Exception):

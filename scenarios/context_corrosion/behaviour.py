@@ -184,7 +184,9 @@ def transcript(user_message: str) -> list[tuple[str, str]]:
 
 
 def _block(user_message: str) -> str:
-    return user_message[len(HISTORY_HEADER) :].split("\n\n", 1)[0]
+    # The text after the header, up to its first blank line (one slice of a long prompt, not two).
+    end = user_message.find("\n\n", len(HISTORY_HEADER))
+    return user_message[len(HISTORY_HEADER) : None if end == -1 else end]
 
 
 def _pairs(block: str) -> list[tuple[str, str]]:
