@@ -50,7 +50,9 @@ def describe(obj: Any) -> Any:
     if isinstance(obj, type):
         out: dict[str, Any] = {}
         if dataclasses.is_dataclass(obj):
-            out["fields"] = {f.name: [_type(f.type), _default(f)] for f in dataclasses.fields(obj)}
+            # (A private field no caller can pass, such as a memo, is not part of the API.)
+            out["fields"] = {f.name: [_type(f.type), _default(f)] for f in dataclasses.fields(obj)
+                             if f.init or not f.name.startswith("_")}
         elif hasattr(obj, "_fields"):  # a NamedTuple
             out["fields"] = {name: _type(obj.__annotations__[name]) for name in obj._fields}
         for name, member in vars(obj).items():
