@@ -336,8 +336,11 @@ class World(mesa.Model):
         million).
         """
         events = list(events)
-        done = self.env.event()
-        join = self.env.event()
+        env = self.env
+        if any(event.env is not env for event in events):
+            raise ValueError("all_of: the events belong to another world's clock")
+        done = env.event()
+        join = env.event()
         left = len(events)
 
         def check(event: simpy.Event) -> None:
@@ -362,8 +365,6 @@ class World(mesa.Model):
         if not events:
             join.succeed()
         for event in events:
-            if event.env is not self.env:
-                raise ValueError("all_of: the events belong to another world's clock")
             if event.callbacks is None:  # processed already
                 check(event)
             else:
