@@ -150,15 +150,17 @@ _LINE = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.lists(_LINE, max_size=3), st.sampled_from([t.id for t in TASKS[:2]])),
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(_LINE, max_size=3), st.sampled_from([t.id for t in TASKS[:2]]),
+                          st.sampled_from(["\n\nYour turn.", "\n\nYour turn.\n\nThen vote.", "", "\n", "\n\n"])),
                 max_size=8))
 def test_messages_heard_is_the_decoded_transcript(steps):
     # Prompts whose transcripts grow by a message or a continued line (as in a speaking round),
-    # repeat, start over, or belong to another task: the remembered transcript never changes an answer.
+    # repeat, start over, belong to another task, or end in other ways: the remembered
+    # transcript never changes an answer.
     lines: list[str] = []
-    for restart, more, task_id in steps:
+    for restart, more, task_id, ending in steps:
         lines = (more if restart else lines + more)
-        prompt = HISTORY_HEADER + "\n".join(lines) + "\n\nYour turn."
+        prompt = HISTORY_HEADER + "\n".join(lines) + ending
         expected = tuple((who, len(text), _decode(task_id, text)) for who, text in transcript(prompt))
         assert messages_heard(task_id, prompt) == expected

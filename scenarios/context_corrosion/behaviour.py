@@ -222,8 +222,15 @@ def messages_heard(task_id: int, user_message: str) -> Heard:
     """
     if not user_message.startswith(HISTORY_HEADER):
         return ()
-    block = _block(user_message)
     last = _LAST
+    h, n = len(HISTORY_HEADER), len(last.block)
+    if n and user_message.startswith(last.block, h):
+        # The last block is no block's end, so the first blank line is at its last character or later:
+        # only the rest of a long prompt, where line breaks abound, is searched.
+        end = user_message.find("\n\n", h + n - 1)
+        block = user_message[h : None if end == -1 else end]
+    else:
+        block = _block(user_message)
     if last.task_id == task_id:
         if block == last.block:
             return last.messages
