@@ -20,7 +20,7 @@ from simcore.messages import Message
 
 def render(messages: Sequence[Message]) -> str:
     """Render messages as ``speaker: text`` lines."""
-    return "\n".join(f"{m.speaker}: {m.text}" for m in messages)
+    return "\n".join([f"{m.speaker}: {m.text}" for m in messages])  # (a list joins faster than a generator)
 
 
 def _fit(messages: Sequence[Message], budget: int | None) -> Sequence[Message]:
