@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import (
     Any,
     Awaitable,
+    Callable,
     Mapping,
     NamedTuple,
     Protocol,
@@ -186,16 +187,35 @@ async def gather_settled(calls: Sequence[Awaitable[LLMResponse]]) -> list[LLMRes
     return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
+def json_writer(*, separators: tuple[str, str], sort_keys: bool = False,
+                default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
+    """A function that writes a value as ``json.JSONEncoder(ensure_ascii=False, ...).encode`` does.
+
+    It goes through one C encoder built here, where ``JSONEncoder`` builds one for
+    every value it encodes; it checks for no cycles (what is written here holds none).
+    ``default`` turns values JSON has no form for into ones it has (None: refuse them).
+    """
+    default = default or _refuse
+    if json_encoder.c_make_encoder is None:
+        return json.JSONEncoder(ensure_ascii=False, separators=separators, sort_keys=sort_keys, default=default).encode
+    item, key = separators
+    encode = json_encoder.c_make_encoder(None, default, json_encoder.encode_basestring, None, key, item,
+                                         sort_keys, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` deterministically: sorted keys, compact, UTF-8 kept.
 
     Equal to ``json.dumps(value, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False)``, but through one C encoder built once: traces and
-    request digests call this several times per LLM call.
+    ensure_ascii=False)``, but through one encoder built once (:func:`json_writer`):
+    traces and request digests call this several times per LLM call.
     """
-    if _C_ENCODE is None:
-        return _CANONICAL.encode(value)
-    return "".join(_C_ENCODE(value, 0))
+    return _CANONICAL(value)
 
 
 def _json_default(value: Any) -> Any:
@@ -213,18 +233,7 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
-)
-# The C encoder JSONEncoder would build per call, built once (no cycle check:
-# traces and requests hold no cycles).
-_C_ENCODE = (
-    None
-    if json_encoder.c_make_encoder is None
-    else json_encoder.c_make_encoder(
-        None, _json_default, json_encoder.encode_basestring, None, ":", ",", True, False, True
-    )
-)
+_CANONICAL = json_writer(separators=(",", ":"), sort_keys=True, default=_json_default)
 
 
 def estimate_tokens(text: str) -> int:

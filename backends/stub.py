@@ -15,14 +15,12 @@ off with ``finish_reason="length"``, as a real provider would.
 from __future__ import annotations
 
 import hashlib
-import json
-import json.encoder as json_encoder
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from backends.base import LLMRequest, LLMResponse, Usage, estimate_tokens
+from backends.base import LLMRequest, LLMResponse, Usage, estimate_tokens, json_writer
 
 Behaviour = Callable[[LLMRequest, np.random.Generator], "str | Mapping[str, Any]"]
 
@@ -32,26 +30,12 @@ _WORDS = (
 ).split()
 
 
-def _unserialisable(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# What json.JSONEncoder(ensure_ascii=False).encode writes, through a C encoder built once
-# (the encoder builds one for every value it encodes).
-_C_JSON = (
-    None
-    if json_encoder.c_make_encoder is None
-    else json_encoder.c_make_encoder(
-        None, _unserialisable, json_encoder.encode_basestring, None, ": ", ", ", False, False, True
-    )
-)
+_STUB_JSON = json_writer(separators=(", ", ": "))  # json.JSONEncoder(ensure_ascii=False)'s defaults
 
 
 def to_json(value: Any) -> str:
     """``value`` as the stub sends it: ``json.JSONEncoder(ensure_ascii=False).encode(value)``."""
-    if _C_JSON is None or isinstance(value, str):
-        return json.JSONEncoder(ensure_ascii=False).encode(value)
-    return "".join(_C_JSON(value, 0))
+    return _STUB_JSON(value)
 
 
 class KeyedGenerator:
