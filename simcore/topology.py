@@ -5,8 +5,9 @@ small-world, scale-free) are symmetric: v hears u exactly when u hears v. Each i
 a read-only DiGraph view of one undirected graph (``to_directed(as_view=True)``),
 in which both directions of an edge are one adjacency entry with one attribute
 dict: little more than half the memory of a DiGraph that stores both (43 MB
-instead of 77 MB for a small world of 10^5 agents). Copy it (``graph.copy()``) to change it. A file gives a
-plain, mutable DiGraph. Every scenario takes a topology spec string:
+instead of 77 MB for a small world of 10^5 agents). Copy it (``graph.copy()``)
+to change it. A file gives a plain, mutable DiGraph. Every scenario takes a
+topology spec string:
 
 =====================  ==================================================
 ``complete``            everyone hears everyone
