@@ -234,7 +234,6 @@ def messages_heard(task_id: int, user_message: str) -> Heard:
     if last.task_id == task_id:
         if block == last.block:
             return last.messages
-        n = len(last.block)
         if n and block.startswith("\n", n) and block.startswith(last.block):
             tail = block[n + 1 :]
             who, sep, _ = tail.partition("\n")[0].partition(": ")
