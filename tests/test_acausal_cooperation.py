@@ -719,3 +719,200 @@ def test_strategy_similarity_with_embeddings() -> None:
     trial = run(cfg(n_agents=4, rounds=2, embeddings=True))
     sims = [r["strategy_similarity"] for r in trial.results["round_stats"]]
     assert all(s is not None and -1.0 <= s <= 1.0 + 1e-6 for s in sims)
+
+
+# -- the original experiment's configs, prompt, log and comparison -------------------------------
+
+SEED_KEYS = {"experiment_name", "num_agents", "num_rounds", "strategy_model", "decision_model", "temperature"}
+
+
+@pytest.mark.parametrize("name, label, temperature", [
+    ("baseline", "baseline", 0.7), ("high_temp", "high_temperature", 1.0), ("low_temp", "low_temperature", 0.3),
+])
+def test_the_original_configs_ship_in_its_layout_and_load_by_name(name: str, label: str, temperature: float) -> None:
+    from simcore.cli import config_file, load_config_file
+
+    raw = load_config_file(config_file(AcausalConfig, name))
+    assert set(raw) == SEED_KEYS  # the original's keys, nothing of ours
+    assert (raw["num_agents"], raw["num_rounds"]) == (10, 10)
+    config = AcausalConfig.from_mapping(raw)
+    assert config.experiment_name == label and config.n_agents == 10 and config.rounds == 10
+    assert config.strategy_temperature == temperature and config.decision_temperature == 0.3
+    assert config.role_models == ("google/gemini-2.0-flash-exp:free", "openai/gpt-4o-mini")
+    assert config.decision_prompt == "structured"
+
+
+def test_own_field_names_win_over_the_original_spelling_and_unknown_keys_fail() -> None:
+    config = AcausalConfig.from_mapping({"num_agents": 4, "n_agents": 3, "temperature": 1.0})
+    assert config.n_agents == 3 and config.strategy_temperature == 1.0
+    with pytest.raises(ConfigError, match="^experiment_nam: unknown field"):
+        AcausalConfig.from_mapping({"experiment_nam": "x"})
+    with pytest.raises(ConfigError, match="^decision_prompt: must be one of structured, original"):
+        AcausalConfig.from_mapping({"decision_prompt": "seed"})
+
+
+def test_config_baseline_runs_the_original_config(tmp_path: Path, capsys) -> None:
+    code = cli_main(SCENARIO, ["--config", "baseline", "--no-embeddings", "--out", str(tmp_path), "--json"])
+    assert code == 0
+    results = json.loads(capsys.readouterr().out)
+    assert results["experiment_name"] == "baseline" and results["decision_prompt"] == "structured"
+    assert results["metrics"]["n_llm"] == 10 and results["metrics"]["rounds"] == 10
+    assert set(results["usage"]) == {"google/gemini-2.0-flash-exp:free", "openai/gpt-4o-mini"}
+    run_dir = Path(results["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["strategy_temperature"] == 0.7
+    assert json.loads((run_dir / "experiment_summary.json").read_text())["experiment_name"] == "baseline"
+    assert (run_dir / "analysis_report.txt").read_text().startswith("# Acausal Cooperation Analysis: baseline")
+
+
+def test_the_original_decision_prompt_is_the_originals_plain_text() -> None:
+    from scenarios.acausal_cooperation.prompts import original_decision_prompt
+
+    text = original_decision_prompt(opponent="B", strategy="Cooperate first.",
+                                    pair_history=[(1, C, D)], round_games=[("A", "C", D, D)])
+    assert text == (
+        "You are playing prisoner's dilemma. Your strategy:\nCooperate first.\n\n"
+        "Game history so far:\nRound 1: you COOPERATE, they DEFECT\nAgent A vs Agent C: DEFECT, DEFECT\n\n"
+        "Current opponent: Agent B\n\nDecision (COOPERATE/DEFECT):"
+    )
+    assert "(none yet)" in original_decision_prompt(opponent="B", strategy="s", pair_history=[], round_games=[])
+
+
+def test_decision_prompt_switch_changes_only_the_decision_prompts() -> None:
+    structured, s_reqs = recorded(cfg(rounds=3))
+    original, o_reqs = recorded(cfg(rounds=3, decision_prompt="original"))
+    first = [r for r in o_reqs if r.metadata["phase"] == "strategy" and r.metadata["round"] == 1]
+    assert first == [r for r in s_reqs if r.metadata["phase"] == "strategy" and r.metadata["round"] == 1]
+    asks = [r for r in o_reqs if r.metadata["phase"] == "decision"]
+    assert len(asks) == 2 * 3 * 3
+    for r in asks:
+        prompt = r.messages[-1].content
+        assert [m.role for m in r.messages] == ["user"]  # the original's decision request has no system message
+        assert prompt.startswith("You are playing prisoner's dilemma. Your strategy:\n")
+        assert prompt.endswith("\n\nDecision (COOPERATE/DEFECT):") and "Game history so far:\n" in prompt
+        assert "Payoffs" not in prompt and "power" not in prompt and "JSON" not in prompt
+    assert all("Reply with JSON" in r.messages[-1].content for r in s_reqs if r.metadata["phase"] == "decision")
+    # The stub answers the plain-text prompt with the bare word, which the one reader reads.
+    games = games_of(original)
+    assert {g[f"player{k}_parse"] for g in games for k in (1, 2)} == {"prose"}
+    assert {g[f"player{k}_raw"] for g in games for k in (1, 2)} <= {C, D}
+    assert original.results["metrics"]["decision_parse_errors"] == 0
+    assert original.results["decision_prompt"] == "original"
+    assert {g[f"player{k}_parse"] for g in games_of(structured) for k in (1, 2)} == {"json"}
+
+
+@pytest.mark.parametrize("reply, move", [
+    ("COOPERATE", C), ("DEFECT.", D), ("Decision: DEFECT", D), ("Decision (COOPERATE/DEFECT): COOPERATE", C),
+    ("I will cooperate with Agent B.", C), ('{"action": "DEFECT"}', D),
+    ("Decision (COOPERATE/DEFECT):", None), ("COOPERATE/DEFECT", None), ("Should I cooperate or defect?", None),
+])
+def test_plain_completions_of_the_original_prompt_are_read_or_flagged(reply: str, move: str | None) -> None:
+    from scenarios.acausal_cooperation.prompts import DecisionReply, original_decision_prompt
+    from simcore.reading import read_reply
+
+    prompt = original_decision_prompt(opponent="B", strategy="Cooperate first, then copy the opponent.",
+                                      pair_history=[(1, C, D)], round_games=[("A", "B", C, D)])
+    reading = read_reply(reply, DecisionReply, instruction=prompt)
+    assert (reading.value.action if reading.readable else None) == move
+
+
+def test_experiment_log_tells_the_run_and_is_reproducible(tmp_path: Path) -> None:
+    class Mumbles(AcausalBehaviour):
+        def __call__(self, request: LLMRequest, rng: np.random.Generator) -> Any:
+            if request.metadata.get("phase") == "decision" and request.metadata.get("agent") == "A1.sub":
+                return "Hmm."
+            return super().__call__(request, rng)
+
+    logs = []
+    for k in range(2):
+        trial = run(cfg(rounds=2), seed=5, backend=StubBackend(Mumbles()))
+        logs.append((write_run(trial, tmp_path / str(k), "r1") / "experiment.log").read_text())
+    assert logs[0] == logs[1]
+    lines = logs[0].splitlines()
+    assert all(re.match(r"^t=\s*\d+\.\d{3} (INFO|WARNING) ", line) for line in lines)
+    assert sum(" game " in line and " vs " in line for line in lines) == 6
+    assert sum("strategy of" in line for line in lines) == 6
+    fallbacks = [line for line in lines if "played by fallback" in line]
+    assert len(fallbacks) == 4 and all("WARNING" in line and "A1" in line for line in fallbacks)
+    assert re.match(r"^t=\s*[\d.]+ INFO\s+experiment finished: 6 games;", lines[-1])
+
+
+def compare_main(argv: list[str]) -> int:
+    from scenarios.acausal_cooperation.compare_configs import main
+
+    return main(argv)
+
+
+def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, capsys) -> None:
+    import pandas as pd
+
+    code = compare_main(["--trials", "2", "--n-agents", "3", "--rounds", "4", "--no-embeddings", "--seed", "9",
+                         "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
+    assert f"comparison directory: {cdir}" in out
+    table = pd.read_csv(cdir / "experiment_comparison.csv")
+    assert list(table["name"]) == ["baseline", "high_temperature", "low_temperature"]
+    seed_columns = ["name", "cooperation_rate", "superrationality_score", "identity_reasoning", "convergence_round"]
+    assert set(seed_columns) <= set(table.columns)
+    trials = pd.read_csv(cdir / "trials.csv")
+    assert len(trials) == 6 and set(trials["status"]) == {"ok"}
+    assert list(trials[trials["config"] == "baseline"]["seed"]) == list(trials[trials["config"] == "low_temp"]["seed"])
+    for _, row in table.iterrows():
+        mine = trials[trials["config"] == row["config"]]
+        for column, metric in (("cooperation_rate", "final_cooperation_rate"),
+                               ("superrationality_score", "superrationality_score"),
+                               ("identity_reasoning", "identity_reasoning_frequency"),
+                               ("convergence_round", "convergence_round")):
+            assert row[column] == pytest.approx(mine[metric].mean())
+            if row[f"{column}_ci_low"] == row[f"{column}_ci_low"]:  # not NaN
+                assert row[f"{column}_ci_low"] <= row[column] <= row[f"{column}_ci_high"]
+        assert row["trials"] == 2 and row["interval"] == "95%, over 2 trials"
+        for run_dir in mine["run_dir"]:
+            assert (cdir / run_dir / "experiment.log").is_file() and (cdir / run_dir / "manifest.json").is_file()
+    assert (cdir / "experiment_comparison.md").read_text().strip() in out
+    # Trial 0 runs on --seed itself: the plain run of that config reproduces it.
+    plain = run(AcausalConfig.from_mapping({"experiment_name": "baseline", "num_agents": 3, "num_rounds": 4,
+                                           "strategy_model": "google/gemini-2.0-flash-exp:free",
+                                           "decision_model": "openai/gpt-4o-mini", "temperature": 0.7,
+                                           "embeddings": False}), seed=9)
+    first = trials[(trials["config"] == "baseline") & (trials["trial"] == 0)].iloc[0]
+    assert first["seed"] == 9 and first["cooperation_rate"] == pytest.approx(plain.results["metrics"]["cooperation_rate"])
+    manifest = json.loads((cdir / first["run_dir"] / "manifest.json").read_text())
+    assert manifest["trace_sha256"] == plain.results["trace_sha256"]
+
+
+def test_compare_with_one_trial_gives_wilson_intervals_of_the_runs_own_counts(tmp_path: Path, capsys) -> None:
+    import pandas as pd
+
+    from simcore.stats import proportion_ci
+
+    assert compare_main(["--configs", "baseline", "--n-agents", "3", "--rounds", "4", "--no-embeddings",
+                         "--out", str(tmp_path)]) == 0
+    (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
+    row = pd.read_csv(cdir / "experiment_comparison.csv").iloc[0]
+    results = json.loads((cdir / "runs" / "acausal_cooperation" / "baseline-t0" / "results.json").read_text())
+    games = results["basis"]["final_cooperation_rate"]["n"]
+    k = round(results["metrics"]["final_cooperation_rate"] * games)
+    assert (row["cooperation_rate_ci_low"], row["cooperation_rate_ci_high"]) == pytest.approx(proportion_ci(k, games))
+    assert row["superrationality_score_ci_low"] != row["superrationality_score_ci_low"]  # NaN: one trial, no interval
+    assert row["interval"].startswith("95% Wilson")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config", "baseline"], "error: config: compare runs several configs; name them with --configs"),
+    (["--configs", "nosuch"], "error: config: no file 'nosuch' and no shipped config of that name; "
+                              "shipped: baseline, high_temp, low_temp"),
+    (["--configs", "baseline,baseline"], "error: configs: 'baseline' is given twice (as 'baseline')"),
+    (["--experiment-name", "x"], "error: experiment_name: each config names itself; drop --experiment-name"),
+    (["--trials", "0"], "error: trials: must be an integer from 1 to"),
+    (["--n-agents", "1"], "error: configs: baseline: n_agents: LLM plus scripted players must be at least 2"),
+])
+def test_compare_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys, argv: list[str],
+                                                          message: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        compare_main([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith(message)
+    assert not any(tmp_path.iterdir())

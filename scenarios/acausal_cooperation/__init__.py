@@ -3,7 +3,8 @@
 A prisoner's dilemma tournament (see ``../shared/seeds/acausal_cooperation.md``
 and the README): strategy agents write strategies, decision subagents play a
 round robin, payoffs scale with power, and scripted classic strategies can join.
-``SCENARIO`` is what the framework runs.
+``SCENARIO`` is what the framework runs; its ``compare`` command runs several
+configs (the original's baseline, high_temp and low_temp) side by side.
 """
 
 from scenarios.acausal_cooperation.analysis import (
@@ -15,6 +16,7 @@ from scenarios.acausal_cooperation.analysis import (
     write_artifacts,
 )
 from scenarios.acausal_cooperation.behaviour import make_behaviour
+from scenarios.acausal_cooperation.compare_configs import main as compare_main
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import build
 from simcore.scenario import Null, Scenario
@@ -38,6 +40,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
+    commands={"compare": compare_main},
     embeds=embeds,
     counterfactual=("identity_insight", True, False),
     compare=compare,

@@ -341,8 +341,10 @@ def analyze(world: World, cfg: AcausalConfig) -> dict[str, Any]:
         "mean_score": basis(len(full_games), len(games), "games", f"{by_game.replace(' left out', '')} (payoffs as played)"),
     }
     return {
+        "experiment_name": cfg.experiment_name,
         "identity_insight": cfg.identity_insight,
         "power_scaling": cfg.power_scaling,
+        "decision_prompt": cfg.decision_prompt,
         "metrics": metrics,
         "basis": {k: b.to_dict() for k, b in bases.items()},
         "acausal_indicators": indicators,
@@ -448,6 +450,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: AcausalConfig, results: di
     experiment_id = results.get("run_id", "")
     write_json(run_dir / "experiment_summary.json", {
         "experiment_id": experiment_id,
+        "experiment_name": cfg.experiment_name,
         "start_time": 0.0,
         "end_time": world.now,
         "duration_sim_s": world.now,
@@ -460,6 +463,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: AcausalConfig, results: di
         "model_usage": usage,
         "identity_insight": cfg.identity_insight,
         "power_scaling": cfg.power_scaling,
+        "decision_prompt": cfg.decision_prompt,
         "players": results["players"],
         "round_summaries": results["round_stats"],
         "final_agent_scores": results["final_agent_scores"],
@@ -484,6 +488,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: AcausalConfig, results: di
     }
     write_json(run_dir / "acausal_analysis.json", analysis)
     atomic_write(run_dir / "analysis_report.txt", report(results))
+    atomic_write(run_dir / "experiment.log", experiment_log(rounds, results))
     if not run_plots_wanted():
         return {}
     plots = write_plots(run_dir / "plots", rounds, results)
@@ -507,12 +512,14 @@ def report(results: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.1%}"
 
+    name = results.get("experiment_name")
     lines = [
-        "# Acausal Cooperation Analysis",
+        "# Acausal Cooperation Analysis" + (f": {name}" if name else ""),
         "",
         f"Condition: {condition_label(results)}; "
         f"power scaling {'on' if results['power_scaling'] else 'off'}; "
-        f"{m['n_llm']} LLM and {m['n_scripted']} scripted players.",
+        f"{m['n_llm']} LLM and {m['n_scripted']} scripted players; "
+        f"decision prompt {results.get('decision_prompt', 'structured')}.",
         "",
         "## Summary",
         f"- **Identity Reasoning:** {pct(ident)} of strategies",
@@ -539,6 +546,61 @@ def report(results: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def experiment_log(rounds: Sequence[dict[str, Any]], results: dict[str, Any]) -> str:
+    """The run as the original experiment's ``experiment.log`` told it: one line per
+    event, stamped with simulated seconds (no wall clock, so the file is reproducible).
+
+    Unreadable strategies and fallback moves are WARNING lines.
+    """
+    m = results["metrics"]
+    names = {p["agent_id"]: p["name"] for p in results.get("players", [])}
+    out: list[str] = []
+
+    def log(t: float, level: str, text: str) -> None:
+        out.append(f"t={t:10.3f} {level:<7} {text}")
+
+    name = results.get("experiment_name") or "(unnamed)"
+    log(0.0, "INFO", f"experiment {name} run {results.get('run_id', '')} seed {results.get('seed')}: "
+        f"{m['n_llm']} LLM and {m['n_scripted']} scripted players, {len(rounds)} rounds; "
+        f"{condition_label(results)}; power scaling {'on' if results['power_scaling'] else 'off'}; "
+        f"decision prompt {results.get('decision_prompt', 'structured')}")
+    for rec in rounds:
+        r = rec["round"]
+        powers = ", ".join(f"{names.get(i, i)} {p:.1f}" for i, p in enumerate(rec["powers_initial"]))
+        log(rec["t_start"], "INFO", f"round {r} started; powers {powers}")
+        for s in sorted(rec["strategies"], key=lambda s: (s["sim_time"], s["agent_id"])):
+            who = names.get(s["agent_id"], s["agent_id"])
+            if s["parse_error"]:
+                log(s["sim_time"], "WARNING", f"round {r}: strategy of {who} unreadable; passed on raw "
+                    f"({len(s['full_reasoning'])} characters)")
+            else:
+                log(s["sim_time"], "INFO", f"round {r}: strategy of {who} ({s['read']}; "
+                    f"{s['prompt_tokens']} + {s['completion_tokens']} tokens): {s['strategy_text']}")
+        for g in rec["games"]:
+            a, b = names.get(g["player1_id"]), names.get(g["player2_id"])
+            log(g["sim_time"], "INFO", f"round {r} game {g['game_number']}: {a} {g['player1_action']} "
+                f"({g['player1_parse']}) vs {b} {g['player2_action']} ({g['player2_parse']}); payoffs "
+                f"{g['player1_payoff']:.2f}/{g['player2_payoff']:.2f}; powers {g['player1_power_before']:.1f}->"
+                f"{g['player1_power_after']:.1f}, {g['player2_power_before']:.1f}->{g['player2_power_after']:.1f}")
+            for side, who in ((1, a), (2, b)):
+                if not chosen(g, side):
+                    log(g["sim_time"], "WARNING", f"round {r} game {g['game_number']}: the decision of {who} "
+                        f"was unreadable; {g[f'player{side}_action']} played by fallback")
+        stats = next((x for x in results["round_stats"] if x["round"] == r), None)
+        if stats is not None and stats["games"]:
+            log(rec.get("t_end", rec["t_start"]), "INFO", f"round {r} ended; cooperation "
+                f"{_pct(stats['cooperation_rate'])} of chosen moves, mutual {_pct(stats['mutual_cooperation_rate'])}"
+                f" of games, {stats['fallback_moves']} fallback moves")
+    score = m["superrationality_score"]
+    log(m["sim_time_end"], "INFO", f"experiment finished: {m['games']} games; final mutual cooperation "
+        f"{_pct(m['final_cooperation_rate'])}; superrationality score {'n/a' if score is None else f'{score:.2f}'}")
+    return "\n".join(out) + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
 
 
 def _player_labels(players: Sequence[dict[str, Any]]) -> list[str]:

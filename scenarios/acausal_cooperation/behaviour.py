@@ -25,7 +25,9 @@ parsing path. Both phases are pure functions of the request (the stub seeds
 
 **Decision subagents** (phase ``decision``). The subagent finds its rule's
 sentence in the strategy block of the prompt and applies it to the opponent's
-moves listed under "Your previous games against this opponent" (generous
+moves listed under "Your previous games against this opponent" (or, in the
+original experiment's prompt, the "Round N: you X, they Y" lines of its game
+history; it answers that prompt with the bare word, as asked) (generous
 tit-for-tat forgives a defection with probability 1/3; a strategy it cannot
 recognise cooperates with probability 1/2). When both powers are shown and
 differ by more than 30% (max/min > 1.3), a player whose rule is not "always
@@ -49,7 +51,13 @@ import numpy as np
 from backends.base import LLMRequest
 from backends.stub import generic_behaviour
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
-from scenarios.acausal_cooperation.prompts import INSIGHT, PAIR_HEADER, STRATEGY_HEADER
+from scenarios.acausal_cooperation.prompts import (
+    HISTORY_HEADER,
+    INSIGHT,
+    ORIGINAL_ASK,
+    PAIR_HEADER,
+    STRATEGY_HEADER,
+)
 from simcore.rng import derive_seed
 
 RULES = (
@@ -98,7 +106,10 @@ class AcausalBehaviour:
         if phase == "strategy":
             return self.strategy(request, rng)
         if phase == "decision":
-            return {"action": self.decision(request.messages[-1].content, rng)}
+            prompt = request.messages[-1].content
+            move = self.decision(prompt, rng)
+            # The original prompt asks for a plain completion; a model answers it with the word.
+            return move if prompt.endswith(ORIGINAL_ASK) else {"action": move}
         return generic_behaviour(request, rng)
 
     def disposition(self, seed: int, agent: str) -> float:
@@ -132,7 +143,8 @@ class AcausalBehaviour:
         """COOPERATE or DEFECT, following the strategy in the prompt."""
         block = prompt.split(STRATEGY_HEADER, 1)[-1].split("\n\n", 1)[0]
         rule = next((name for name, sentence in RULES if sentence in block), None)
-        pair = prompt.split(PAIR_HEADER, 1)[-1].split("\n\n", 1)[0]
+        header = PAIR_HEADER if PAIR_HEADER in prompt else HISTORY_HEADER
+        pair = prompt.split(header, 1)[-1].split("\n\n", 1)[0]
         last = _PAIR_LINE.findall(pair)
         opp_last = last[-1][1] if last else None
         if rule == "always_defect":

@@ -1,8 +1,16 @@
-"""The acausal-cooperation config: the seed's defaults, validated."""
+"""The acausal-cooperation config: the seed's defaults, validated.
+
+A YAML file may also use the original experiment's keys (its ``configs/*.yaml``:
+``experiment_name``, ``num_agents``, ``num_rounds``, ``strategy_model``,
+``decision_model``, ``temperature``); :func:`from_original_layout` says what each
+becomes. The three configs it shipped are here too, by name: ``--config baseline``,
+``high_temp``, ``low_temp``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from scenarios.acausal_cooperation.scripted import Script, parse_scripted
 from simcore.config import Config, ConfigError, check_with, param
@@ -14,6 +22,14 @@ def _model_name(value: str) -> str | None:
 
 # The original experiment's models, as a preset the user selects (``--model-preset original``).
 MODEL_PRESETS = {"original": ("google/gemini-2.5-flash", "openai/gpt-4.1-nano")}
+#: How decision subagents are asked: simcore's prompt (payoffs, powers, JSON) or the original's plain text.
+DECISION_PROMPTS = ("structured", "original")
+
+
+def _label(value: str) -> str | None:
+    if len(value) > 64 or not value.isprintable():
+        return f"must be at most 64 printable characters; got {value!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -25,6 +41,10 @@ class AcausalConfig(Config):
     the order given.
     """
 
+    experiment_name: str = param(
+        "", check=_label, help="label of the experiment (the original's configs name theirs); shown in "
+        "the report and the comparison"
+    )
     n_agents: int = param(10, lo=0, hi=50, help="LLM players (each a strategy agent plus its decision subagent)")
     rounds: int = param(10, lo=1, hi=200, help="rounds; each round every pair plays one game")
     scripted: str = param(
@@ -58,6 +78,11 @@ class AcausalConfig(Config):
     # a third of strategies and every decision without JSON mode (docs/real-models.md).
     strategy_tokens: int = param(800, lo=16, hi=8192, help="strategy agents' max_output_tokens")
     decision_tokens: int = param(200, lo=4, hi=8192, help="decision subagents' max_output_tokens")
+    decision_prompt: str = param(
+        "structured", choices=DECISION_PROMPTS,
+        help="structured: payoffs, powers and a JSON reply; original: the original experiment's plain "
+        "text (strategy, game history, opponent, 'Decision (COOPERATE/DEFECT):')",
+    )
     on_unparsed: str = param(
         "defect", choices=("defect", "cooperate"), help="move played when a decision cannot be parsed"
     )
@@ -75,6 +100,11 @@ class AcausalConfig(Config):
         0.2, lo=0.0, hi=1.0, help="stub behaviour: extra defection chance when powers differ by >30%"
     )
     decision_noise: float = param(0.02, lo=0.0, hi=0.5, help="stub behaviour: chance a decision flips")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], base: Config | None = None) -> Config:
+        """Build from field values, in this config's layout or the original experiment's."""
+        return super().from_mapping(from_original_layout(data) if isinstance(data, Mapping) else data, base)
 
     def check(self) -> None:
         if self.n_agents + len(self.scripts) < 2:
@@ -98,3 +128,28 @@ class AcausalConfig(Config):
     def n_players(self) -> int:
         """LLM plus scripted players."""
         return self.n_agents + len(self.scripts)
+
+
+# -- the original experiment's YAML layout -------------------------------------------
+
+#: The original experiment's config keys that have another name here.
+ORIGINAL_KEYS = {"num_agents": "n_agents", "num_rounds": "rounds", "temperature": "strategy_temperature"}
+
+
+def from_original_layout(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Field values from a mapping in either layout (this config's is returned as is).
+
+    The original experiment's keys become: ``num_agents`` ``n_agents``,
+    ``num_rounds`` ``rounds``, ``temperature`` ``strategy_temperature`` (its
+    baseline's 0.7 is the temperature of its strategy requests; its decision
+    requests keep their own 0.3, ``decision_temperature``); ``experiment_name``,
+    ``strategy_model`` and ``decision_model`` keep their names. A field given in
+    this config's own name (a command-line flag, say) wins over its original spelling.
+    """
+    if not any(k in data for k in ORIGINAL_KEYS):
+        return dict(data)
+    out = {k: v for k, v in data.items() if k not in ORIGINAL_KEYS}
+    for key, name in ORIGINAL_KEYS.items():
+        if key in data:
+            out.setdefault(name, data[key])
+    return out

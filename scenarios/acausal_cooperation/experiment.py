@@ -50,6 +50,7 @@ from scenarios.acausal_cooperation.prompts import (
     RoundDigest,
     StrategyReply,
     decision_prompt,
+    original_decision_prompt,
     read_decision,
     read_strategy,
     strategy_prompt,
@@ -251,12 +252,17 @@ class Tournament:
         if p.scripted is not None:
             return self.world.timeout(0, p.scripted.decide([a for a, _ in history], [b for _, b in history]))
         assert p.decider is not None
-        text = decision_prompt(
-            me=self.labels[me], opponent=self.labels[opp], strategy=self.strategies[me],
-            powers=(self.power[me], self.power[opp]) if cfg.power_scaling else None,
-            pair_history=[(k + 1, a, b) for k, (a, b) in enumerate(history)],
-            round_games=self.public[-cfg.history_window:] if cfg.history_window else (),
-        )
+        pair = [(k + 1, a, b) for k, (a, b) in enumerate(history)]
+        public = self.public[-cfg.history_window:] if cfg.history_window else ()
+        if cfg.decision_prompt == "original":
+            text = original_decision_prompt(opponent=self.labels[opp], strategy=self.strategies[me],
+                                            pair_history=pair, round_games=public)
+        else:
+            text = decision_prompt(
+                me=self.labels[me], opponent=self.labels[opp], strategy=self.strategies[me],
+                powers=(self.power[me], self.power[opp]) if cfg.power_scaling else None,
+                pair_history=pair, round_games=public,
+            )
         return p.decider.ask(text, schema=DecisionReply, phase="decision", history=False, round=self.r, game=g)
 
 

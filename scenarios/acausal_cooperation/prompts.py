@@ -4,6 +4,13 @@ The two conditions differ in one thing only: in the treatment
 (``identity_insight=True``) the strategy prompt opens with :data:`INSIGHT`.
 Decision prompts are the same in both; the treatment reaches decisions only
 through the strategies that the strategy agents write.
+
+Decision subagents get one of two prompts (``decision_prompt``): simcore's
+structured one (:func:`decision_prompt`: payoffs, powers, the pair's games and the
+round's games, a JSON reply) or the original experiment's plain text
+(:func:`original_decision_prompt`: strategy, game history, opponent, and
+"Decision (COOPERATE/DEFECT):" to complete). Both are read by the same reader
+into :class:`DecisionReply`.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ PAIR_HEADER = "Your previous games against this opponent:\n"
 ROUND_HEADER = "Games so far this round (anonymized, most recent last):\n"
 PREVIOUS_HEADER = "Previous rounds (anonymized):\n"
 NONE_YET = "(none yet)"
+# The original experiment's decision prompt: its history header and the line the model completes.
+HISTORY_HEADER = "Game history so far:\n"
+ORIGINAL_ASK = "Decision (COOPERATE/DEFECT):"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +177,30 @@ def decision_prompt(
         f"{STRATEGY_HEADER}{strategy}\n\n{money}\n\n{PAIR_HEADER}{pair}\n\n{ROUND_HEADER}{public}\n\n"
         f"Current opponent: Agent {opponent}\n"
         f"Reply with JSON: {json_example(DecisionReply)}"
+    )
+
+
+def original_decision_prompt(
+    *,
+    opponent: str,
+    strategy: str,
+    pair_history: Sequence[tuple[int, str, str]],
+    round_games: Sequence[tuple[str, str, str, str]],
+) -> str:
+    """The original experiment's decision prompt, in its words.
+
+    Its game history holds what the structured prompt shows under two headers
+    (the pair's earlier games, then this round's games so far, one a line); it
+    shows no payoffs and no powers, and asks for no JSON.
+    """
+    lines = [f"Round {r}: you {a}, they {b}" for r, a, b in pair_history]
+    lines += [f"Agent {x} vs Agent {y}: {a}, {b}" for x, y, a, b in round_games]
+    history = "\n".join(lines) or NONE_YET
+    return (
+        f"You are playing prisoner's dilemma. {STRATEGY_HEADER}{strategy}\n\n"
+        f"{HISTORY_HEADER}{history}\n\n"
+        f"Current opponent: Agent {opponent}\n\n"
+        f"{ORIGINAL_ASK}"
     )
 
 
