@@ -82,7 +82,8 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         "picks a provider per model",
     )
     parser.add_argument("--base-url", default=None, help="endpoint of an HTTP backend")
-    parser.add_argument("--out", default="runs", help="output root (default: runs)")
+    parser.add_argument("--out", "--output-dir", dest="out", default="runs",
+                        help="output root (default: runs); --output-dir is another name for it")
     parser.add_argument(
         "--config", metavar="FILE|NAME", default=None,
         help="YAML file of config fields, or the NAME of a config the scenario ships (its configs/NAME.yaml)",

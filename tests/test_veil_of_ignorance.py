@@ -617,3 +617,121 @@ def test_shipped_configs_are_found_from_derived_configs():
     assert set(shipped_configs(VeilConfig)) == names
     assert set(shipped_configs(variant("veil_of_ignorance").config_type)) == names  # perturbation.<name>
     assert shipped_configs(CORROSION.config_type) == {}
+
+
+# -- the original experiment's names: --output-dir, <experiment_id>.json, personality templates ----
+
+def test_output_dir_writes_the_record_as_experiment_id_json(tmp_path, capsys):
+    out = tmp_path / "custom_experiments" / "my_test"
+    assert main(SCENARIO, ["--config", "default", "--output-dir", str(out), "--max-rounds", "1", "--json"]) == 0
+    run_dir = Path(json.loads(capsys.readouterr().out)["run_dir"])
+    assert run_dir.parent == out / "veil_of_ignorance"
+    record = json.loads((run_dir / "default.json").read_text())
+    assert record == json.loads((run_dir / "experiment.json").read_text())
+    assert record["experiment_metadata"]["experiment_id"] == "default"
+    assert set(record) == {"experiment_metadata", "Agent_1", "Agent_2", "Agent_3"}  # agent-centric
+    assert {"overall", "round_0", "round_1", "final"} <= set(record["Agent_1"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert "default.json" in manifest["files"]  # vouched for like every other run file
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["experiment_record"] == "default.json"
+
+
+def test_out_and_output_dir_are_one_flag(tmp_path, capsys):
+    from simcore.cli import build_parser
+
+    parser = build_parser(SCENARIO)
+    assert parser.parse_args(["--output-dir", "x"]).out == "x" and parser.parse_args(["--out", "y"]).out == "y"
+    assert parser.parse_args([]).out == "runs"
+
+
+@pytest.mark.parametrize("experiment_id, name", [
+    ("Lucas Test", "Lucas Test.json"), ("a/b", "a_b.json"), ("../up", "_up.json"), ("...", "experiment.json"),
+    ("experiment", "experiment.json"),
+])
+def test_record_names_stay_inside_the_run_directory(experiment_id, name):
+    from scenarios.veil_of_ignorance.config import record_name
+
+    assert record_name(experiment_id) == name
+
+
+@pytest.mark.parametrize("experiment_id", ["manifest", "Results", "study", "summary", "sweep", "comparison"])
+def test_an_experiment_id_that_would_overwrite_a_run_file_is_refused(experiment_id):
+    with pytest.raises(ConfigError, match=f"^experiment_id: '{experiment_id}' would name the record"):
+        cfg(experiment_id=experiment_id)
+
+
+def test_logging_off_writes_neither_record(tmp_path):
+    run_dir = write_run(trial(**SMALL, logging={"enabled": False}), tmp_path)
+    assert not (run_dir / "experiment.json").exists() and not (run_dir / "default.json").exists()
+
+
+def test_shipped_personality_templates_load_by_name():
+    from scenarios.veil_of_ignorance.personalities import templates
+
+    shipped = templates()
+    assert {"economist", "philosopher", "pragmatist", "designer"} <= set(shipped)
+    c = cfg(agents=[{"name": "Ann", "personality_template": "economist"},
+                    {"name": "Bob", "personality_template": "philosopher"},
+                    {"name": "Cy", "personality": "You are a baker."}])
+    assert [a.personality for a in c.roster()] == [shipped["economist"], shipped["philosopher"], "You are a baker."]
+    assert shipped["economist"] == DEFAULT_AGENT_TEXTS[0]  # the default panel's texts, by name
+
+
+DEFAULT_AGENT_TEXTS = [a.personality for a in VeilConfig().agents]
+
+
+def test_users_own_templates_come_from_a_yaml_file_and_reach_the_prompt(tmp_path):
+    own = tmp_path / "mine.yaml"
+    own.write_text("stoic: You are a stoic who accepts whatever income fate gives.\n"
+                   "economist: You are an economist who distrusts markets.\n")
+    changes = {"n_agents": 2, "max_rounds": 1, "personality_templates": str(own),
+               "agents": [{"name": "Ann", "personality_template": "stoic"},
+                          {"name": "Bob", "personality_template": "economist"}]}
+    c = cfg(**changes)
+    assert [a.personality for a in c.roster()] == ["You are a stoic who accepts whatever income fate gives.",
+                                                   "You are an economist who distrusts markets."]  # own wins
+    stub = StubBackend(make_behaviour(c))
+    sent = []
+
+    class Recording:
+        name = "stub"
+
+        async def complete_batch(self, requests):
+            sent.extend(requests)
+            return await stub.complete_batch(requests)
+
+    t = trial(backend=Recording(), **changes)
+    log = t.world.state["log"]
+    assert log["Ann"]["overall"]["personality_template"] == "stoic"
+    assert log["Bob"]["overall"]["personality"] == "You are an economist who distrusts markets."
+    ann = [r for r in sent if r.metadata.get("agent") == "Ann"]
+    assert ann and all(r.messages[0].role == "system" and r.messages[0].content.startswith("You are a stoic")
+                       for r in ann)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"agents": [{"name": "A", "personality_template": "banker"}]},
+     "agents[0].personality_template: no template 'banker'; templates: cautious, designer, economist"),
+    ({"agents": [{"name": "A", "personality": "x", "personality_template": "economist"}]},
+     "agents[0].personality_template: give personality or personality_template, not both"),
+    ({"personality_templates": "/no/such/file.yaml"},
+     "personality_templates: file '/no/such/file.yaml' not found"),
+])
+def test_bad_templates_are_one_line_naming_the_field(changes, message):
+    with pytest.raises(ConfigError) as exc:
+        cfg(**changes)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("- a\n- b\n", "must hold name: text lines"),
+    ("9lives: text\n", "'9lives' is not a template name"),
+    ("calm: ''\n", "calm: must be a non-empty personality text"),
+    ("calm: [unclosed\n", "cannot read"),
+])
+def test_a_bad_template_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "t.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=r"^personality_templates: .*" + message.replace("[", r"\[")):
+        cfg(personality_templates=str(path))

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.veil_of_ignorance.config import VeilConfig
+from scenarios.veil_of_ignorance.config import VeilConfig, record_name
 from scenarios.veil_of_ignorance.principles import (
     KEYS,
     LIKERT,
@@ -226,11 +226,16 @@ def agent_centric(world: World, cfg: VeilConfig, results: dict[str, Any]) -> dic
 
 
 def write_artifacts(run_dir: Path, world: World, cfg: VeilConfig, results: dict[str, Any]) -> dict[str, Any]:
-    """``experiment.json`` (unless logging is off) and the two plots."""
+    """``experiment.json`` and the same record as ``<experiment_id>.json``, the original
+    experiment's name for it (unless logging is off), and the two plots."""
     out: dict[str, Any] = {}
     if cfg.logging.enabled:
-        write_json(run_dir / "experiment.json", agent_centric(world, cfg, results))
+        record = agent_centric(world, cfg, results)
+        named = record_name(cfg.experiment_id)
+        for name in dict.fromkeys(("experiment.json", named)):
+            write_json(run_dir / name, record)
         out["experiment_json"] = "experiment.json"
+        out["experiment_record"] = named
     if run_plots_wanted():
         out["plots"] = [str(p.relative_to(run_dir)) for p in plot(run_dir / "plots", world, results)]
     return out

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from scenarios.veil_of_ignorance.personalities import templates
 from scenarios.veil_of_ignorance.principles import CLASSES, DISTRIBUTIONS, Distribution
 from simcore.config import Config, ConfigError, check_with, param
 from simcore.memory import make_memory
@@ -24,6 +25,9 @@ FEEDBACK_AGENT = "Interviewer"
 MODERATOR = "Moderator"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _RESERVED = ("experiment_metadata", FEEDBACK_AGENT, MODERATOR)
+# Files a run directory (or what the run browser takes for another kind of entry) already uses:
+# the record named after experiment_id must not take their names.
+_RUN_FILES = ("manifest", "results", "timings", "summary", "study", "sweep", "comparison", "ledger")
 
 
 def _check_name(name: str) -> str | None:
@@ -55,9 +59,16 @@ class AgentSpec(Config):
     """One deliberating agent; empty fields fall back to the config's defaults."""
 
     name: str = param("", check=_check_name, help="unique agent name (required)")
-    personality: str = param("", help="personality text (system prompt); empty: default_personality")
+    personality: str = param("", help="personality text (system prompt); empty: the template's, else "
+                             "default_personality")
     model: str = param("", help="LLM model; empty: default_model, then --model")
     temperature: float | None = param(None, lo=0.0, hi=2.0, help="sampling temperature; empty: temperature")
+    personality_template: str = param("", help="name of a personality template (see personalities.yaml and "
+                                      "personality_templates), instead of personality")
+
+    def check(self) -> None:
+        if self.personality and self.personality_template:
+            raise ConfigError("personality_template: give personality or personality_template, not both")
 
 
 @dataclass(frozen=True)
@@ -100,10 +111,16 @@ class VeilConfig(Config):
     ``Agent_<i>`` with the default personality and model.
     """
 
-    experiment_id: str = param("default", check=_check_label, help="label stored in experiment.json")
+    experiment_id: str = param(
+        "default", check=_check_label, help="label stored in experiment.json; the record is also written as "
+        "<experiment_id>.json"
+    )
     n_agents: int = param(3, lo=2, hi=50, help="number of deliberating agents")
     agents: tuple[AgentSpec, ...] = param(DEFAULT_AGENTS, help="named agents (YAML list)")
     default_personality: str = param(DEFAULT_PERSONALITY, help="personality of unlisted agents")
+    personality_templates: str = param(
+        "", help="YAML file of your own personality templates (name: text), beside the shipped ones"
+    )
     default_model: str = param("", help="model of agents that name none; empty: --model")
     feedback_model: str = param("", help="model of the interviewer; empty: default_model")
     temperature: float = param(0.7, lo=0.0, hi=2.0, help="sampling temperature of agents that set none")
@@ -142,6 +159,15 @@ class VeilConfig(Config):
         return super().from_mapping(from_original_layout(data) if isinstance(data, Mapping) else data, base)
 
     def check(self) -> None:
+        stem = record_name(self.experiment_id).removesuffix(".json")
+        if stem.lower() in _RUN_FILES:
+            raise ConfigError(f"experiment_id: {self.experiment_id!r} would name the record {stem}.json, a file "
+                              "name the run directory uses for its own; choose another")
+        known = templates(self.personality_templates)
+        for i, a in enumerate(self.agents):
+            if a.personality_template and a.personality_template not in known:
+                raise ConfigError(f"agents[{i}].personality_template: no template {a.personality_template!r}; "
+                                  f"templates: {', '.join(sorted(known))}")
         names = [a.name for a in self.agents]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -172,7 +198,7 @@ class VeilConfig(Config):
         return named
 
     def roster(self) -> tuple[AgentSpec, ...]:
-        """The deliberating agents, with every default filled in."""
+        """The deliberating agents, with every default filled in (templates as their text)."""
         listed = list(self.agents[: self.n_agents])
         taken = {a.name for a in listed}
         i = 1
@@ -182,15 +208,23 @@ class VeilConfig(Config):
                 listed.append(AgentSpec(name))
                 taken.add(name)
             i += 1
+        known = templates(self.personality_templates) if any(a.personality_template for a in listed) else {}
         return tuple(
             AgentSpec(
                 a.name,
-                a.personality or self.default_personality,
+                a.personality or known.get(a.personality_template) or self.default_personality,
                 a.model or self.default_model,
                 self.temperature if a.temperature is None else a.temperature,
             )
             for a in listed
         )
+
+
+def record_name(experiment_id: str) -> str:
+    """The file the run's agent-centric record is also written to: ``<experiment_id>.json``,
+    with characters a file name cannot hold (``/``, control characters, ...) as ``_``."""
+    stem = re.sub(r"[^\w .-]", "_", experiment_id).strip().lstrip(".")
+    return f"{stem or 'experiment'}.json"
 
 
 # -- the original experiment's YAML layout -------------------------------------------

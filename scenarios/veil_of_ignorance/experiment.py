@@ -269,6 +269,7 @@ def build(world: World, cfg: VeilConfig) -> None:
     """Create the deliberating agents and the interviewer, and start the experiment."""
     shared = FullMemory() if cfg.memory in LLM_MEMORY else make_memory(cfg.memory)
     roster = cfg.roster()
+    template = {a.name: a.personality_template for a in cfg.agents}
     log: dict[str, dict[str, Any]] = {}
     for spec in roster:
         agent = LLMAgent(
@@ -287,6 +288,7 @@ def build(world: World, cfg: VeilConfig) -> None:
                 "name": spec.name,
                 "model": agent.model_name,
                 "personality": spec.personality,
+                "personality_template": template.get(spec.name) or None,
                 "temperature": spec.temperature,
                 "memory_strategy": cfg.memory,
                 "max_output_tokens": cfg.max_output_tokens,
