@@ -807,7 +807,10 @@ def test_decision_prompt_switch_changes_only_the_decision_prompts() -> None:
     ("Decision (COOPERATE/DEFECT):", None), ("COOPERATE/DEFECT", None), ("Should I cooperate or defect?", None),
 ])
 def test_plain_completions_of_the_original_prompt_are_read_or_flagged(reply: str, move: str | None) -> None:
-    from scenarios.acausal_cooperation.prompts import DecisionReply, original_decision_prompt
+    from scenarios.acausal_cooperation.prompts import (
+        DecisionReply,
+        original_decision_prompt,
+    )
     from simcore.reading import read_reply
 
     prompt = original_decision_prompt(opponent="B", strategy="Cooperate first, then copy the opponent.",
