@@ -919,3 +919,14 @@ def test_compare_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip().startswith(message)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_the_pages_stub_comparison_is_what_the_command_writes(tmp_path: Path, capsys) -> None:
+    """The stub table on docs/scenarios/acausal_cooperation.md is the command's own output."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "scenarios" / "acausal_cooperation.md").read_text()
+    start = page.index("| name | trials |")
+    table = page[start:page.index("\n\n", start)]
+    assert compare_main(["--trials", "3", "--no-embeddings", "--out", str(tmp_path)]) == 0
+    (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
+    assert (cdir / "experiment_comparison.md").read_text().strip() == table

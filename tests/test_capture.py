@@ -255,6 +255,25 @@ def test_a_failing_program_is_a_failed_run_with_a_null_answer(tmp_path, capsys) 
     results = json.loads((study_dir(tmp_path) / "runs" / "external" / "pair0-baseline" / "results.json").read_text())
     assert results["status"] == "error" and results["answer"] is None
     assert results["error"]["type"] == "ProgramExit" and results["error"]["message"] == "exit status 3: boom"
+    locked = tmp_path / "locked.sh"
+    locked.write_text("#!/bin/sh\necho hi\n")  # a file, not executable: the run cannot start
+    outcome = asyncio.run(run_program([str(locked)], "http://127.0.0.1:9/v1", 1))
+    assert outcome.exit_code == 126 and outcome.answer is None and "cannot start" in outcome.stderr
+
+
+def test_upstream_errors_reach_the_program_and_the_trace(tmp_path) -> None:
+    from backends.fake_server import Fault
+
+    with FakeServer(FakeConfig(faults=(Fault.parse("500:first=1"),))).in_thread() as server:
+        assert main(["--upstream", server.openai_url, "--perturb", "none", "--noise-floor", "0", "--no-plot",
+                     "--out", str(tmp_path), "--", *PROGRAM]) == 0
+    run_dir = study_dir(tmp_path) / "runs" / "external" / "pair0-baseline"
+    events = trace_of(run_dir)
+    assert [e["kind"] for e in events[:2]] == ["llm.call", "llm.error"]
+    assert events[1]["payload"]["error"] == "HTTP 500" and events[1]["payload"]["status"] == 500
+    assert "call failed (HTTPError); attempt 1 of 2" in (run_dir / "stderr.txt").read_text()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metrics"]["calls"] == 3 and results["metrics"]["errors"] == 1
 
 
 # -- secrets ------------------------------------------------------------------------------------

@@ -63,10 +63,13 @@ async def run_program(argv: Sequence[str], base_url: str, seed: int, answer: str
     env.setdefault("OPENAI_API_KEY", PLACEHOLDER_KEY)
     target = None if answer == "stdout" else Path(answer)
     before = _stamp(target) if target is not None else None
-    proc = await asyncio.create_subprocess_exec(
-        *(a.replace(URL_MARK, base_url) for a in argv), env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *(a.replace(URL_MARK, base_url) for a in argv), env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:  # not executable, say: a run that could not start, as a shell reports it
+        return Outcome(126, "", f"cannot start {argv[0]}: {exc.strerror or exc}", None, False)
     timed_out = False
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)

@@ -142,10 +142,11 @@ async def chat(request: web.Request) -> web.StreamResponse:
     latency = time.perf_counter() - start
     reply = read_reply(data) if status == 200 else None
     if reply is None:
-        what = f"HTTP {status}" if status != 200 else "malformed reply"
-        rec.error(agent, fields, llm, key[1], model=model, kind=what, message=text[:500], status=status, live=True)
-        return web.json_response(data if isinstance(data, dict) else error_body(status, text[:500]),
-                                 status=status if status != 200 else 502)
+        if status == 200:  # an answer that is no chat completion: the program gets a gateway error
+            status, data, text = 502, None, f"the upstream's reply is not a chat completion: {text[:300]}"
+        rec.error(agent, fields, llm, key[1], model=model, kind=f"HTTP {status}", message=text[:500],
+                  status=status, live=True)
+        return web.json_response(data if isinstance(data, dict) else error_body(status, text[:500]), status=status)
     s.replies[key] = data
     changed = None
     if plan.reply and pert is not None:

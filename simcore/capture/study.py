@@ -237,6 +237,7 @@ async def run_capture_study(
     on_done: Callable[[], None] | None = None,
 ) -> Study:
     """Run a study of the program ``argv`` (see the module docstring); nothing is written.
+    ``upstream`` is closed at the end.
 
     Raises:
         ConfigError: for bad input, before anything runs.
