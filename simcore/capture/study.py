@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -99,10 +99,6 @@ class CapturedWorld:
     intervention: CallPerturbation | None
     stdout: str = ""
     stderr: str = ""
-    state: dict[str, Any] = field(default_factory=dict)
-
-    def release(self) -> None:
-        """Nothing to free (a world's interface)."""
 
 
 @dataclass
