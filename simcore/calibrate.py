@@ -36,7 +36,6 @@ import io
 import json
 import sys
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -97,7 +96,7 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
     Returns:
         {metric: {"significant": bool | None, "delta": float | None, "p": float | None}}.
     """
-    from simcore.counterfactual import arm_configs, generic_compare, trial_seeds
+    from simcore.counterfactual import arm_configs, compare_arms, trial_seeds
     from simcore.runner import run_trial_async
 
     seeds = trial_seeds(seed, n_trials)
@@ -109,7 +108,7 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
         b = [trials[n_trials + i].results for i in ok]
         if len(ok) < 2:
             return {}
-        diff = (scenario.compare or generic_compare)(a, b)["difference_summary"]
+        diff = compare_arms(scenario, a, b)["difference_summary"]
         return {
             m: {"significant": d.get("significant"), "delta": d.get("delta_mean"), "p": stats.decision_p(d)}
             for m, d in diff.items() if isinstance(d, dict) and "delta_mean" in d
@@ -117,30 +116,17 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
     effects = scenario.null.effects if scenario.null else ()
     trials = await asyncio.gather(*(run_trial_async(scenario, config, s, spec) for s in seeds))
     rows = [t.results.get("metrics", {}) for t in trials if t.status == "ok"]
-    return effect_tests(rows, effects, alpha)
+    return effect_tests(rows, effects, alpha, seed=seed)
 
 
-def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float) -> dict[str, dict[str, Any]]:
-    """One-sample t-tests of each effect against 0, Holm-adjusted across the effects."""
-    from scipy import stats as sps
-
-    raw: dict[str, tuple[float | None, float | None]] = {}
-    for m in effects:
-        x = stats.clean([r.get(m) for r in rows])
-        mean = float(x.mean()) if len(x) else None
-        if len(x) < 2:
-            raw[m] = (mean, None)
-        elif x.std() == 0:
-            raw[m] = (mean, 1.0 if x.mean() == 0 else 0.0)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                raw[m] = (mean, float(sps.ttest_1samp(x, 0.0).pvalue))
-    adjusted = stats.holm([p for _, p in raw.values()])
-    return {
-        m: {"significant": None if p is None else p < alpha, "delta": mean, "p": p}
-        for (m, (mean, _)), p in zip(raw.items(), adjusted)
-    }
+def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float,
+                 seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Each effect tested against 0 (the sign-flip test, as for paired differences),
+    Holm-adjusted across the effects; an effect that is 0 in every trial is not tested."""
+    zero = [{m: 0.0 if r.get(m) is not None else None for m in effects} for r in rows]
+    diff = stats.compare_metrics(rows, zero, list(effects), paired_samples=True, seed=seed, alpha=alpha)
+    return {m: {"significant": d["significant"], "delta": d["delta_mean"], "p": d["p_adjusted"]}
+            for m, d in diff.items()}
 
 
 async def calibrate_async(scenario: Scenario, config: Config, *, seed: int, n_trials: int, monte_carlos: int,

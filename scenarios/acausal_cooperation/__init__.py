@@ -7,7 +7,7 @@ round robin, payoffs scale with power, and scripted classic strategies can join.
 """
 
 from scenarios.acausal_cooperation.analysis import (
-    PROPORTIONS,
+    KINDS,
     analyze,
     compare,
     outcome,
@@ -42,7 +42,7 @@ SCENARIO = Scenario(
     counterfactual=("identity_insight", True, False),
     compare=compare,
     outcome=outcome,
-    proportions=PROPORTIONS,
+    kinds=KINDS,
     null=Null(
         config={"insight_uplift": 0.0},
         why="taking up the identity insight makes no strategy more cooperative",
