@@ -99,7 +99,7 @@ class Summary:
 
 
 def describe(values: Sequence[Any], level: float = LEVEL,
-             bounds: tuple[float, float] | None = None, *, kind: Kind | None = None) -> Summary:
+             bounds: tuple[float, float] | None = None, kind: Kind | None = None) -> Summary:
     """n, mean, sample std (ddof=1), min, max and a confidence interval of the mean,
     chosen from the metric's kind:
 
@@ -526,8 +526,8 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
     if paired_samples:
         pairs = [(float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)]
         row["n_pairs"] = len(pairs)
-        if all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
-               for u, v in zip(a, b)):
+        if pairs and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
+                         for u, v in zip(a, b)):
             # A metric equal in every pair (one that echoes the config, say) has nothing to test.
             row.update(equal_in_every_pair=True, not_tested="equal in every pair")
             return Pending(row)
@@ -624,7 +624,7 @@ def decide(pending: Mapping[Any, Pending], *, family: str, alpha: float = ALPHA,
             method, lo, hi = pending[k].interval(level)
             row.update(ci_method=method, ci_level=level, ci_low=lo, ci_high=hi,
                        ci_adjustment=f"Bonferroni across {m} {_singular(family) if m == 1 else family}"
-                       if m > 1 else "none (one test)")
+                       if m > 1 else "not adjusted (one test)")
         out[k] = row
     return out
 
@@ -721,4 +721,4 @@ def level_text(entries: Sequence[Mapping[str, Any]]) -> str | None:
     if not rows:
         return None
     e = rows[0]
-    return f"intervals at {100 * e['ci_level']:.4g}% ({e['ci_adjustment']})"
+    return f"intervals at {100 * e['ci_level']:.4g}%, {e['ci_adjustment']}"

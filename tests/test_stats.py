@@ -403,4 +403,4 @@ def test_trials_without_readable_data_are_left_out_and_counted():
                "statistical_comparison": {"difference_summary": {"m": out}},
                "run_A_aggregate": {}, "run_B_aggregate": {}}
     text = format_arms(summary)
-    assert "(3 trials without readable data left out)" in text and "intervals at 95% (none (one test))" in text
+    assert "(3 trials without readable data left out)" in text and "intervals at 95%, not adjusted (one test)" in text

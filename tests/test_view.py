@@ -293,7 +293,7 @@ def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
     assert status == 200 and "Mechanism comparison of llm_auction" in page
     for mechanism in ("auction", "free_discussion", "turn_taking"):
         assert f"<td>{mechanism}</td>" in page
-    assert "p (Holm)" in page and "correctness_by_mechanism.png" in page
+    assert "adjusted p" in page and "p adjusted: Holm across" in page and "correctness_by_mechanism.png" in page
     assert get(root, f"/run/{ids['comparison']}")[0][0] == 404  # not a run
 
 

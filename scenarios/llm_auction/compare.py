@@ -258,8 +258,8 @@ def report(stats: dict[str, Any]) -> str:
         arms = [f"{p['a']} - {p['b']} ({p['n_pairs']})" for p, _, _ in rows]
         tests = [d.get("test") or "-" for _, _, d in rows]
         aw, tw = max(map(len, arms)) + 2, max(map(len, tests)) + 2
-        lines += ["", f"between mechanisms (a - b (pairs), paired by trial seed; "
-                      f"{level_text([d for _, _, d in rows]) or 'no intervals'}):",
+        lines += ["", "between mechanisms, a - b (pairs by trial seed); "
+                      f"{level_text([d for _, _, d in rows]) or 'no intervals'}:",
                   f"  {'metric':<{width}}{'a - b':<{aw}}{'difference':>10}  {'interval':<18}{'test':<{tw}}"
                   f"{'p':>8}{'adj. p':>8}  decision"]
         confounded = {}
