@@ -303,6 +303,10 @@ def test_group_and_sweep_pages(runs):
                                                f"/sweep-rows/{ids['sweep']}")
     assert gs == ss == rs == 200
     assert group.count("/compare?a=") == 2 and "Trials" in group
+    # one family, one adjusted p per row, the test named, intervals at the family's level
+    assert "p adjusted: Holm across 6 metrics; intervals at 99.17%, Bonferroni across 6 metrics" in group
+    assert "<td>exact sign-flip</td>" in group and "decided by: paired test chosen by each metric" in group
+    assert "bootstrap percentile" in group  # each arm's aggregates name their interval
     assert 'data-key="rounds"' in sweep and "Summary" in sweep
     assert rows.count("<tr ") == 4 and 'data-k-rounds="1"' in rows and 'data-k-rounds="2"' in rows
 
