@@ -413,7 +413,11 @@ def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
 
     va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
     df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
-    res = sps.ttest_ind(x, y, equal_var=False)
+    with warnings.catch_warnings():
+        # scipy warns of precision loss for a nearly constant arm; the figures stand,
+        # and the warning would only clutter the terminal.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.ttest_ind(x, y, equal_var=False)
     return {"t_statistic": _f(res.statistic), "df": _f(df), "p_value": _f(res.pvalue)}
 
 
@@ -667,17 +671,12 @@ def compare_metrics(
     """
     if paired_samples and len(a_rows) != len(b_rows):
         raise ValueError("compare_metrics: paired arms need the same number of trials")
-    pending = {}
-    with warnings.catch_warnings():
-        # scipy warns of precision loss for nearly constant samples; the figures
-        # are still reported, and the warning would only clutter the terminal.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for name in names:
-            pending[name] = compare_one(
-                [row.get(name) for row in a_rows], [row.get(name) for row in b_rows],
-                kind_of(kinds or {}, name), paired_samples=paired_samples, seed=seed,
-            )
-        return decide(pending, family="metrics", alpha=alpha, paired_samples=paired_samples)
+    pending = {
+        name: compare_one([row.get(name) for row in a_rows], [row.get(name) for row in b_rows],
+                          kind_of(kinds or {}, name), paired_samples=paired_samples, seed=seed)
+        for name in names
+    }
+    return decide(pending, family="metrics", alpha=alpha, paired_samples=paired_samples)
 
 
 def decision_rule(paired: bool, family: str, alpha: float = ALPHA) -> str:
