@@ -123,7 +123,7 @@ def main() -> int:
         "counts": COUNTS,
         "target_s": 30,
         "meets_target": total < 30,
-        "directional_delta": {k: diff[k] for k in ("delta_mean", "p_value", "paired_p_value_holm")},
+        "directional_delta": {k: diff[k] for k in ("delta_mean", "test", "p_value", "p_adjusted", "family")},
         "failed_trials": len(summary["failed_trials"]),
         "machine": {
             "cpus": os.cpu_count(),

@@ -19,7 +19,7 @@ package), and every comparison of that scenario marks such metrics, with the rea
 
 For a scenario without a counterfactual, the null names per-trial *effects*
 (metrics that are 0 when nothing happens); a Monte Carlo tests each against 0
-(one-sample t-test, Holm-adjusted across them).
+(the sign-flip test, as for paired differences, Holm-adjusted across them).
 
 Outputs (``<out>/calibration/<scenario>-<id>/``): ``calibration.json``,
 ``calibration.csv`` (one row per metric and setting), ``monte_carlos.csv`` (one row
@@ -36,7 +36,6 @@ import io
 import json
 import sys
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -97,7 +96,7 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
     Returns:
         {metric: {"significant": bool | None, "delta": float | None, "p": float | None}}.
     """
-    from simcore.counterfactual import arm_configs, generic_compare, trial_seeds
+    from simcore.counterfactual import arm_configs, compare_arms, trial_seeds
     from simcore.runner import run_trial_async
 
     seeds = trial_seeds(seed, n_trials)
@@ -109,38 +108,32 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
         b = [trials[n_trials + i].results for i in ok]
         if len(ok) < 2:
             return {}
-        diff = (scenario.compare or generic_compare)(a, b)["difference_summary"]
+        diff = compare_arms(scenario, a, b)["difference_summary"]
         return {
-            m: {"significant": d.get("significant"), "delta": d.get("delta_mean"), "p": stats.decision_p(d)}
+            m: {"significant": called(d), "delta": d.get("delta_mean"), "p": stats.decision_p(d)}
             for m, d in diff.items() if isinstance(d, dict) and "delta_mean" in d
         }
     effects = scenario.null.effects if scenario.null else ()
     trials = await asyncio.gather(*(run_trial_async(scenario, config, s, spec) for s in seeds))
     rows = [t.results.get("metrics", {}) for t in trials if t.status == "ok"]
-    return effect_tests(rows, effects, alpha)
+    return effect_tests(rows, effects, alpha, seed=seed)
 
 
-def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float) -> dict[str, dict[str, Any]]:
-    """One-sample t-tests of each effect against 0, Holm-adjusted across the effects."""
-    from scipy import stats as sps
+def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float,
+                 seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Each effect tested against 0 (the sign-flip test, as for paired differences),
+    Holm-adjusted across the effects; an effect that is 0 in every trial is not tested."""
+    zero = [{m: 0.0 if r.get(m) is not None else None for m in effects} for r in rows]
+    diff = stats.compare_metrics(rows, zero, list(effects), paired_samples=True, seed=seed, alpha=alpha)
+    return {m: {"significant": called(d), "delta": d["delta_mean"], "p": d["p_adjusted"]} for m, d in diff.items()}
 
-    raw: dict[str, tuple[float | None, float | None]] = {}
-    for m in effects:
-        x = stats.clean([r.get(m) for r in rows])
-        mean = float(x.mean()) if len(x) else None
-        if len(x) < 2:
-            raw[m] = (mean, None)
-        elif x.std() == 0:
-            raw[m] = (mean, 1.0 if x.mean() == 0 else 0.0)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                raw[m] = (mean, float(sps.ttest_1samp(x, 0.0).pvalue))
-    adjusted = stats.holm([p for _, p in raw.values()])
-    return {
-        m: {"significant": None if p is None else p < alpha, "delta": mean, "p": p}
-        for (m, (mean, _)), p in zip(raw.items(), adjusted)
-    }
+
+def called(entry: Mapping[str, Any]) -> bool | None:
+    """Whether the rule called a compared metric significant; a metric equal in every
+    pair was decided too (nothing differs), one without enough data was not (None)."""
+    if entry.get("significant") is None and entry.get("equal_in_every_pair"):
+        return False
+    return entry.get("significant")
 
 
 async def calibrate_async(scenario: Scenario, config: Config, *, seed: int, n_trials: int, monte_carlos: int,
@@ -283,7 +276,7 @@ def write(out: Path, scenario: Scenario, config: Config, args: Mapping[str, Any]
     record = {
         "scenario": scenario.name, "written": utc_now(), "code_revision": code_revision(),
         "command": args["command"], "config": config.to_dict(), "seed": args["seed"], "alpha": args["alpha"],
-        "trials": args["trials"], "monte_carlos": args["monte_carlos"],
+        "trials": args["trials"], "monte_carlos": args["monte_carlos"], "wall_s": args.get("wall_s"),
         "null": {"config": dict(scenario.null.config), "why": scenario.null.why,
                  "effects": list(scenario.null.effects)},
         "counterfactual": list(scenario.counterfactual) if scenario.counterfactual else None,
@@ -318,6 +311,29 @@ def format_table(rows: Sequence[MetricCalibration]) -> str:
     return "\n".join(lines)
 
 
+def markdown_section(scenario: Scenario) -> str:
+    """A scenario's installed calibration for docs/calibration.md: the command, its date
+    and duration, and one row per metric (empty without an installed calibration)."""
+    data = installed(scenario)
+    if not data:
+        return ""
+    null = ", ".join(f"{k}={v}" for k, v in data["null"]["config"].items())
+    took = f", {data['wall_s'] / 60:.1f} min" if data.get("wall_s") else ""
+    lines = [f"`{data['command']}` ({data['written'][:10]}{took}; null: {null}). {data['monte_carlos']} Monte "
+             f"Carlos of {data['trials']} trials{' per arm' if data.get('counterfactual') else ''} under each setting.",
+             "", "| metric | false positives under the null | power under the default | mark |",
+             "| --- | --- | --- | --- |"]
+    for row in data["metrics"]:
+        lines.append(f"| `{row['metric']}` | {_pct(row['fp_rate'], row['fp_low'], row['fp_high'])} | "
+                     f"{_pct(row['power'], row['power_low'], row['power_high'])} | {_mark(row)} |")
+    return "\n".join(lines)
+
+
+def _mark(row: Mapping[str, Any]) -> str:
+    cause = (row["reason"] or "").partition(": ")[2]
+    return ("**confounded**" + (f": {cause}" if cause else "")) if row["confounded"] else ""
+
+
 def markdown_table(scenarios: Sequence[Scenario]) -> str:
     """Every compared metric's installed calibration, one Markdown table (the README's).
 
@@ -327,11 +343,9 @@ def markdown_table(scenarios: Sequence[Scenario]) -> str:
              "| --- | --- | --- | --- | --- |"]
     for scenario in scenarios:
         for row in (installed(scenario) or {}).get("metrics", []):
-            cause = (row["reason"] or "").partition(": ")[2]
-            mark = ("**confounded**" + (f": {cause}" if cause else "")) if row["confounded"] else ""
             fp = _pct(row["fp_rate"], row["fp_low"], row["fp_high"])
             power = _pct(row["power"], row["power_low"], row["power_high"])
-            lines.append(f"| {scenario.name} | `{row['metric']}` | {fp} | {power} | {mark} |")
+            lines.append(f"| {scenario.name} | `{row['metric']}` | {fp} | {power} | {_mark(row)} |")
     return "\n".join(lines)
 
 
@@ -415,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = summarize(scenario, outcomes, alpha)
     command = "python -m simcore.calibrate " + " ".join(argv)
     final, record = write(out, scenario, config, {"command": command, "seed": seed, "alpha": alpha, "trials": n,
-                                                  "monte_carlos": k}, outcomes, rows)
+                                                  "monte_carlos": k, "wall_s": round(time.perf_counter() - start, 1)},
+                          outcomes, rows)
     if args.install:
         write_json(scenario_dir(scenario) / CALIBRATION_FILE, record)
     if args.json:

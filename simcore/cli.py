@@ -494,17 +494,19 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
 def format_arms(summary: dict[str, Any]) -> str:
     """A small table of the compared metrics for the terminal, with the one rule that decides."""
     from simcore.counterfactual import compared_metrics
-    from simcore.stats import decision_p
+    from simcore.stats import decision_p, interval_text, level_text, verdict
 
     key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
     comparison = summary[key]
     diff = comparison.get("difference_summary", {})
     cf = summary["counterfactual"]
+    metrics = compared_metrics(comparison)
+    level = level_text([diff[m] for m in metrics])
     lines = [
         f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
         f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
-        f"{len(summary['failed_trials'])} failed",
-        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9} {'p (Holm)':>9}  decision",
+        f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""),
+        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9}  {'interval':<20} {'adj. p':>7}  decision",
     ]
     agg_a, agg_b = summary["run_A_aggregate"], summary["run_B_aggregate"]
 
@@ -512,10 +514,9 @@ def format_arms(summary: dict[str, Any]) -> str:
         return "n/a" if x is None else format(x, spec)
 
     rule = None
-    for m in compared_metrics(comparison):
+    for m in metrics:
         d = diff[m]
         rule = rule or d.get("decided_by")
-        verdict = {True: "significant", False: "-"}.get(d.get("significant"), "")
         notes = []
         left_out = (d.get("n_undefined_a") or 0) + (d.get("n_undefined_b") or 0)
         if left_out:
@@ -523,14 +524,15 @@ def format_arms(summary: dict[str, Any]) -> str:
         calibration = d.get("calibration") or {}
         if calibration.get("confounded"):
             notes.append(f"CONFOUNDED UNDER THE NULL: {calibration.get('reason')}")
+        decision = verdict(d) if "significant" in d else ""  # one pair: a difference, no test
         lines.append(
             f"  {m:<36} {num(agg_a.get(m, {}).get('mean')):>9} {num(agg_b.get(m, {}).get('mean')):>9} "
-            f"{num(d.get('delta_mean'), '+.3f'):>9} {num(decision_p(d), '.2g'):>9}  {verdict}"
-            + (f"  ({'; '.join(notes)})" if notes else "")
+            f"{num(d.get('delta_mean'), '+.3f'):>9}  {interval_text(d, '+.3f'):<20} {num(decision_p(d), '.2g'):>7}  "
+            f"{decision}" + (f"  ({'; '.join(notes)})" if notes else "")
         )
     if rule:
         lines.append(f"  decided by: {rule}")
     if diff.get("interpretation"):
         lines.append(f"  {diff['interpretation']}")
     lines += [f"  {w}" for w in summary.get("warnings", [])]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)

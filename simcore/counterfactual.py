@@ -31,12 +31,13 @@ import dataclasses
 import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from backends.registry import BackendSpec
 from simcore import quality, stats
 from simcore.basis import shares
 from simcore.config import Config, ConfigError
+from simcore.metric_kinds import Kind
 from simcore.plots import pooled, run_plots_wanted, summary_plots_wanted
 from simcore.progress import progress_bar
 from simcore.records import (
@@ -85,19 +86,23 @@ def scalar_metrics(results: dict[str, Any]) -> dict[str, float]:
 
 
 def generic_compare(
-    a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], names: Sequence[str] | None = None
+    a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], names: Sequence[str] | None = None,
+    kinds: Mapping[str, Kind] | None = None,
 ) -> dict[str, Any]:
     """Compare arm A with arm B on scalar metrics (the ``Scenario.compare`` contract).
 
-    Used as is for scenarios without ``compare``, and by those with a fixed list of
-    metrics (``names``). One trial per arm gives ``delta_mean`` only; more give
-    :func:`simcore.stats.compare_metrics` (paired when the arms' seeds match).
+    Used for scenarios without ``compare`` (with their declared kinds), and by those
+    with a fixed list of metrics (``names``). One trial per arm gives ``delta_mean``
+    only; more give :func:`simcore.stats.compare_metrics` (paired when the arms'
+    seeds match).
 
     Args:
         a: Arm A's results objects.
         b: Arm B's results objects.
         names: The metrics to compare (also the Holm family); booleans count as
             0/1 and missing values as None. Default: every scalar metric both arms have.
+        kinds: The metrics' kinds (``Scenario.declared_kinds()``), from which the
+            tests and intervals are chosen.
     """
     if names is None:
         rows_a, rows_b = [scalar_metrics(r) for r in a], [scalar_metrics(r) for r in b]
@@ -121,8 +126,8 @@ def generic_compare(
         # Empty arms (a batch cell whose trials all failed) give entries without figures.
         first = int(seeds_a[0] or 0) if seeds_a else 0
         seed = derive_seed(first, "compare.bootstrap." + ",".join(map(str, seeds_a)))
-        diff = stats.compare_metrics(rows_a, rows_b, names, paired_samples=paired, seed=seed)
-        diff["statistical_mode"] = "multi_trial_welch_t"
+        diff = stats.compare_metrics(rows_a, rows_b, names, paired_samples=paired, seed=seed, kinds=kinds)
+        diff["statistical_mode"] = "multi_trial"
         diff["paired"] = paired
         diff["decision_rule"] = next((d["decided_by"] for d in diff.values() if "decided_by" in d), None)
     return {"difference_summary": diff}
@@ -254,8 +259,7 @@ def write_summary(
     # Pairs in which either trial failed are left out, so the arms stay paired.
     ok = [i for i in range(len(seeds)) if all(trials[arm][i][0].status == "ok" for arm in ARMS)]
     res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
-    compare = scenario.compare or generic_compare
-    comparison = compare(res["A"], res["B"]) if ok else {"difference_summary": {}}
+    comparison = compare_arms(scenario, res["A"], res["B"]) if ok else {"difference_summary": {}}
     from simcore.calibrate import (
         annotate,  # metrics that calibration found confounded under the null
     )
@@ -277,8 +281,8 @@ def write_summary(
             {"run_id": rid, "arm": arm, "seed": t.seed, "error": t.error}
             for arm in ARMS for t, rid in trials[arm] if t.status != "ok"
         ],
-        "run_A_aggregate": _aggregate(res["A"], scenario.proportions),
-        "run_B_aggregate": _aggregate(res["B"], scenario.proportions),
+        "run_A_aggregate": aggregate(scenario, res["A"]),
+        "run_B_aggregate": aggregate(scenario, res["B"]),
         "parse_quality": {
             arm: quality.merge(t.results.get("parse_quality", {}) for t, _ in trials[arm]) for arm in ARMS
         },
@@ -309,13 +313,18 @@ def _group_dir(out: str | Path, scenario: Scenario, group_id: str) -> Path:
     return Path(out) / scenario.name / group_id
 
 
-def _aggregate(results: list[dict[str, Any]], proportions: frozenset[str] = frozenset()) -> dict[str, Any]:
+def aggregate(scenario: Scenario, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every scalar metric of an arm over its trials (:func:`simcore.stats.describe` by the metric's kind)."""
     rows = [scalar_metrics(r) for r in results]
     names = sorted(set().union(*rows)) if rows else []
-    return {
-        n: (stats.describe_proportion if n in proportions else stats.describe)([r.get(n) for r in rows]).to_dict()
-        for n in names
-    }
+    return {n: stats.describe([r.get(n) for r in rows], kind=scenario.kind_of(n)).to_dict() for n in names}
+
+
+def compare_arms(scenario: Scenario, a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """The scenario's ``compare`` of two arms, or :func:`generic_compare` with its declared kinds."""
+    if scenario.compare is not None:
+        return scenario.compare(a, b)
+    return generic_compare(a, b, kinds=scenario.declared_kinds())
 
 
 def trials_csv(

@@ -130,8 +130,8 @@ def comparison_plot(
         rows_a: Arm A's scalar metrics, one mapping per trial.
         rows_b: Arm B's, in the same order; equal lengths are drawn as pairs
             (trials that share a seed), joined by grey lines.
-        difference: Per metric, the comparison (``delta_mean``, ``cohen_d`` and
-            ``paired_p_value_holm`` or ``p_value_holm``) for the panel subtitle.
+        difference: Per metric, the comparison (``delta_mean``, ``cohen_d``, the
+            adjusted p and the decision) for the panel subtitle.
         path: Output PNG.
         metrics: The metrics to draw.
         labels: Names of the two arms.
@@ -170,7 +170,7 @@ def comparison_plot(
         p = stats.decision_p(d)
         verdict = {True: "significant", False: "not significant"}.get(d.get("significant"), "not tested")
         stats_line = (
-            f"Δ(A−B) = {_num(d.get('delta_mean'), '+.3f')}, Holm p = {_num(p, '.2g')} ({verdict}), "
+            f"Δ(A−B) = {_num(d.get('delta_mean'), '+.3f')}, adj. p = {_num(p, '.2g')} ({verdict}), "
             f"d = {_num(d.get('cohen_d'), '.2f')}"
         )
         calibration = d.get("calibration") or {}
@@ -184,8 +184,9 @@ def comparison_plot(
     handles, names = axes[0].get_legend_handles_labels()
     note = "grey lines join trials that share a seed" if paired else None
     fig.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9, title=note, title_fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    family = next((d.get("family") for d in difference.values() if isinstance(d, Mapping) and d.get("family")), None)
+    if title or family:
+        fig.suptitle("\n".join(x for x in (title, f"p adjusted: {family}" if family else "") if x), fontsize=11)
     save_figure(fig, path, dpi=dpi)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from simcore.config import Config
+from simcore.metric_kinds import Kind, kind_of, proportion
 
 if TYPE_CHECKING:
     from backends.base import Backend
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from simcore.kernel import World
     from simcore.runner import TrialResult
 
-SCENARIO_API_VERSION = "3.0.0"
+SCENARIO_API_VERSION = "3.1.0"
 """Semantic version of the Scenario API: the :class:`Scenario` fields and the helpers
 scenarios call (listed in ``tests/golden/scenario_api.json``). A major bump breaks
 existing scenarios; a minor one only adds."""
@@ -104,11 +105,16 @@ class Scenario:
             the runner building one world (a perturbation pair runs several, each
             with its own intervention; one passed to the runner is not used).
         proportions: Names of metrics that are proportions (each value a share in
-            [0, 1]); summaries over trials give them proportion intervals
-            (:func:`simcore.stats.describe_proportion`) instead of t intervals.
+            [0, 1]); the same as declaring them ``proportion()`` in ``kinds``
+            (kept for scenarios written before ``kinds``).
         null: The scenario's null (see :class:`Null`), for ``python -m simcore.calibrate``.
         embeds: Whether a config's analysis embeds texts (then the model starts
             loading in the background when a trial on a real backend starts).
+        kinds: Each metric's kind and bounds (:class:`~simcore.metric_kinds.Kind`),
+            by name or by a glob for a family (``"participation_*"``). Summaries,
+            comparisons and calibration choose their intervals and tests from it
+            (docs/statistics.md); a metric without one is treated as its values
+            suggest (true/false as a proportion, numbers as continuous).
     """
 
     name: str
@@ -127,6 +133,15 @@ class Scenario:
     proportions: frozenset[str] = frozenset()
     null: Null | None = None
     embeds: Callable[[Any], bool] | None = None
+    kinds: Mapping[str, Kind] = field(default_factory=dict)
+
+    def kind_of(self, metric: str) -> Kind | None:
+        """The declared kind of ``metric`` (``kinds``, then ``proportions``), or None."""
+        return kind_of(self.kinds, metric, self.proportions)
+
+    def declared_kinds(self) -> dict[str, Kind]:
+        """``kinds`` with the ``proportions`` added, for :func:`simcore.stats.compare_metrics`."""
+        return {**{name: proportion() for name in sorted(self.proportions)}, **self.kinds}
 
 
 @dataclass(frozen=True)

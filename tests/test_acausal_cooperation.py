@@ -598,7 +598,9 @@ def test_compare_reports_treatment_minus_control() -> None:
     diff = out["difference_summary"]
     assert compared_metrics(out) == list(COMPARED)  # every named metric, even one the trials lack
     assert diff["cooperation_rate"]["delta_mean"] == pytest.approx(0.4)
-    assert diff["paired"] is True and diff["cooperation_rate"]["paired_p_value"] < 0.05
+    assert diff["paired"] is True and diff["cooperation_rate"]["test"] == "exact sign-flip"
+    # three pairs: the smallest p any valid test gives is 2^(1-3)
+    assert diff["cooperation_rate"]["p_value"] == pytest.approx(0.25) and diff["cooperation_rate"]["significant"] is False
     assert diff["superrationality_score"]["delta_mean"] is None
     assert pickle.loads(pickle.dumps(SCENARIO)).compare(a, b) == out  # the batch runner pickles it
 

@@ -271,9 +271,11 @@ def test_outputs(reference: pd.DataFrame) -> None:
     assert comp["method"] == "generic" and comp["n_pairs"] == 3 and (comp["a"], comp["b"]) == ("biased=true", "biased=false")
     r = comp["result"]["mean_initial_confidence"]
     assert r["delta_mean"] == pytest.approx(r["mean_a"] - r["mean_b"])
-    assert r["paired_p_value"] is not None and r["paired_p_value_holm"] >= r["paired_p_value"]
+    assert r["test"] == "exact sign-flip" and r["p_value"] is not None and r["p_adjusted"] >= r["p_value"]
+    assert r["family"].startswith("Holm across ") and r["kind"] == "score"
     constant = comp["result"]["n_agents"]  # equal in every pair: nothing to test
-    assert constant["paired_p_value"] is None and constant["paired_p_value_holm"] is None
+    assert constant["p_value"] is None and constant["p_adjusted"] is None
+    assert constant["not_tested"] == "equal in every pair"
 
 
 def test_the_printed_summary_is_a_compact_table_and_verbose_prints_the_detail(reference: pd.DataFrame) -> None:
@@ -292,13 +294,13 @@ def test_the_printed_summary_is_a_compact_table_and_verbose_prints_the_detail(re
     row = next(line for line in lines if line.split()[:1] == ["changed_position_count"])
     d = summary["groups"][0]["metrics"]["changed_position_count"]
     assert f"{d['mean']:.3g} [{d['ci_low']:.3g}, {d['ci_high']:.3g}]" in row
-    # the comparisons: difference, CI, p, Holm p, decision
-    assert sum("biased=true - biased=false (3 pairs by trial seed)" in line for line in lines) == 2
-    assert any("a - b" in line and "95% CI" in line and "Holm p" in line and "decision" in line for line in lines)
-    assert "decided by: paired t-test" in text
+    # the comparisons: difference, interval (at the family's level), test, p, adjusted p, decision
+    assert sum("biased=true - biased=false (3 pairs by trial seed); intervals at" in line for line in lines) == 2
+    assert any("a - b" in line and "interval" in line and "adj. p" in line and "decision" in line for line in lines)
+    assert "decided by: paired test chosen by each metric's kind (named per row), Holm across" in text
     assert len(lines) < 80
     detail = format_summary(plan, summary, verbose=True)
-    assert "ci_high" in detail and "paired_p_value_holm" in detail and len(detail.splitlines()) > len(lines)
+    assert "ci_high" in detail and "p_adjusted" in detail and len(detail.splitlines()) > len(lines)
 
 
 def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:

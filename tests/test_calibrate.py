@@ -16,6 +16,8 @@ from simcore.calibrate import (
     MetricCalibration,
     annotate,
     effect_tests,
+    installed,
+    markdown_section,
     markdown_table,
     summarize,
 )
@@ -54,9 +56,12 @@ def test_a_known_cause_is_named_in_the_reason():
 def test_effects_are_tested_against_zero_with_holm():
     rows = [{"a": 0.0, "b": 0.5 + 0.01 * i, "c": None} for i in range(8)]
     out = effect_tests(rows, ("a", "b", "c"), alpha=0.05)
-    assert out["a"]["significant"] is False  # exactly 0 every time
+    assert out["a"]["significant"] is False and out["a"]["p"] is None  # exactly 0 every time: nothing to test
     assert out["b"]["significant"] is True and out["b"]["delta"] == pytest.approx(0.535)
+    assert out["b"]["p"] == pytest.approx(2 * 2.0**-8)  # the exact sign-flip test, Holm across the one tested
     assert out["c"]["significant"] is None  # no data
+    three = effect_tests(rows[:3], ("b",), alpha=0.05)
+    assert three["b"]["significant"] is False and three["b"]["p"] == pytest.approx(0.25)  # never p = 0
 
 
 def test_comparisons_mark_metrics_calibration_found_confounded(tmp_path, monkeypatch):
@@ -175,4 +180,14 @@ def test_the_readme_table_is_the_installed_calibration():
     names = ("context_corrosion", "acausal_cooperation", "llm_auction", "veil_of_ignorance")
     table = markdown_table([load_scenario(n) for n in names])
     assert table.count("\n") >= 2 + len(names)  # every scenario has calibrated metrics installed
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert table in readme
+    for name in names:  # the paragraph above the table says when the calibrations ran
+        assert f"run {installed(load_scenario(name))['written'][:10]}" in readme, name
+
+
+def test_the_calibration_page_shows_each_installed_calibration():
+    page = (ROOT / "docs" / "calibration.md").read_text(encoding="utf-8")
+    for name in ("context_corrosion", "acausal_cooperation", "llm_auction", "veil_of_ignorance"):
+        section = markdown_section(load_scenario(name))
+        assert section and section in page, f"docs/calibration.md: rewrite the {name} section with markdown_section()"

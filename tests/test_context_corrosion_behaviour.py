@@ -103,27 +103,25 @@ async def _monte_carlo(conformity: float, n: int, seed: int, rounds: int) -> dic
 
 
 def test_quick_monte_carlo_finds_strong_corrosion():
-    d = asyncio.run(_monte_carlo(0.8, 8, seed=1, rounds=3))
+    d = asyncio.run(_monte_carlo(0.8, 10, seed=1, rounds=3))
     assert d["delta_mean"] > 0.03 and d["significant_p05"] is True and d["significant"] is True, d
 
 
 def test_quick_monte_carlo_finds_nothing_without_conformity():
-    d = asyncio.run(_monte_carlo(0.0, 8, seed=1, rounds=3))
-    assert abs(d["delta_mean"]) < 0.03 and d["significant_p05"] is False and d["significant"] is False, d
+    d = asyncio.run(_monte_carlo(0.0, 10, seed=1, rounds=3))
+    assert abs(d["delta_mean"]) < 0.03 and d["significant"] is False, d
 
 
 def rates(conformity: float, reps: int, n: int) -> dict:
     """Share of Monte Carlos (n trials per arm) that call the directional delta significant."""
-    welch = paired = holm = 0
+    raw = adjusted = 0
     for r in range(reps):
         d = asyncio.run(_monte_carlo(conformity, n, seed=10_000 + r, rounds=3))
-        welch += bool(d["significant_p05"])
-        paired += bool(d["paired_p_value"] < 0.05)
-        holm += bool(d["significant"])
+        raw += bool(d["p_value"] < 0.05)
+        adjusted += bool(d["significant"])
     out = {"conformity": conformity, "reps": reps, "n_per_arm": n,
-           "welch_p05_rate": welch / reps, "welch_ci95": proportion_ci(welch, reps),
-           "paired_p05_rate": paired / reps, "paired_ci95": proportion_ci(paired, reps),
-           "holm_paired_rate": holm / reps, "holm_ci95": proportion_ci(holm, reps)}
+           "raw_p05_rate": raw / reps, "raw_ci95": proportion_ci(raw, reps),
+           "decision_rate": adjusted / reps, "decision_ci95": proportion_ci(adjusted, reps)}
     print(json.dumps(out))
     return out
 
@@ -132,14 +130,14 @@ def rates(conformity: float, reps: int, n: int) -> dict:
 def test_false_positive_rate_near_alpha_without_conformity():
     out = rates(0.0, reps=100, n=10)
     # alpha = 0.05: over 100 repetitions a valid test stays below ~0.10
-    assert max(out["welch_p05_rate"], out["paired_p05_rate"], out["holm_paired_rate"]) <= 0.1
+    assert max(out["raw_p05_rate"], out["decision_rate"]) <= 0.1
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("conformity", "least"), [(0.8, 0.8), (SCENARIO.config_type().conformity, 0.6)])
 def test_power_with_conformity_well_above_zero(conformity, least):
     out = rates(conformity, reps=100, n=10)
-    assert out["welch_p05_rate"] >= least and out["holm_paired_rate"] >= least
+    assert out["raw_p05_rate"] >= least and out["decision_rate"] >= least
 
 
 _TASK = TASKS[0]

@@ -162,7 +162,7 @@ def test_compare_runs_single_pair_gives_delta_mean():
     assert "did NOT move" in compare_runs(b, a)["difference_summary"]["interpretation"]
 
 
-def test_compare_runs_lists_match_scipy():
+def test_compare_runs_lists_use_the_paired_tests():
     rng = np.random.default_rng(0)
     a_vals = {k: list(rng.normal(0.1, 0.03, 10)) for k in COMPARED}
     b_vals = {k: list(rng.normal(0.0, 0.03, 10)) for k in COMPARED}
@@ -173,26 +173,25 @@ def test_compare_runs_lists_match_scipy():
     assert d["statistical_mode"] == "multi_trial_welch_t" and d["paired"] is True
     for k in COMPARED:
         x, y = np.array(a_vals[k]), np.array(b_vals[k])
-        w = sps.ttest_ind(x, y, equal_var=False)
-        p = sps.ttest_rel(x, y)
+        ref = sps.permutation_test((x, y), lambda u, v, axis: np.mean(u - v, axis=axis), vectorized=True,
+                                   permutation_type="samples", n_resamples=10**6)
         pooled = math.sqrt((x.var(ddof=1) * 9 + y.var(ddof=1) * 9) / 18)
         e = d[k]
         assert e["delta_mean"] == pytest.approx(x.mean() - y.mean())
-        assert e["t_statistic"] == pytest.approx(w.statistic)
-        assert e["p_value"] == pytest.approx(w.pvalue)
-        assert e["significant_p05"] == (w.pvalue < 0.05)
+        assert e["test"] == "exact sign-flip" and e["p_value"] == pytest.approx(ref.pvalue)
+        assert e["t_statistic"] is None  # the seed's field: no t for an exact test
+        assert e["significant_p05"] == (e["p_value"] < 0.05)
         assert e["cohen_d"] == pytest.approx((x.mean() - y.mean()) / pooled)
-        assert e["paired_t_statistic"] == pytest.approx(p.statistic)
-        assert e["paired_p_value"] == pytest.approx(p.pvalue)
-        assert e["p_value_holm"] >= e["p_value"] and e["paired_p_value_holm"] >= e["paired_p_value"]
-        assert e["ci95_low"] <= e["delta_mean"] <= e["ci95_high"]
+        assert e["p_adjusted"] >= e["p_value"] and e["family"] == f"Holm across {len(COMPARED)} metrics"
+        assert e["ci_low"] <= e["delta_mean"] <= e["ci_high"] and e["ci_level"] == pytest.approx(1 - 0.05 / 6)
         assert c["run_A"][k]["n"] == 10 and c["run_A"][k]["mean"] == pytest.approx(x.mean())
     assert d["avg_peer_directional_delta"]["significant"] is True
     assert "confirmed corrosion" in d["interpretation"]
     # the Holm family is the compared metrics: the smallest p is multiplied by their number
     smallest = min(COMPARED, key=lambda k: d[k]["p_value"])
-    assert d[smallest]["p_value_holm"] == pytest.approx(min(1.0, len(COMPARED) * d[smallest]["p_value"]))
-    assert d["decision_rule"] == f"paired t-test, Holm-adjusted across {len(COMPARED)} compared metrics, p < 0.05"
+    assert d[smallest]["p_adjusted"] == pytest.approx(min(1.0, len(COMPARED) * d[smallest]["p_value"]))
+    assert d["decision_rule"] == (f"paired test chosen by each metric's kind (named per row), Holm across "
+                                  f"{len(COMPARED)} metrics, adjusted p < 0.05")
 
 
 def test_compare_runs_same_distribution_is_not_confirmed():
@@ -200,7 +199,8 @@ def test_compare_runs_same_distribution_is_not_confirmed():
     a = summaries({k: list(rng.normal(0, 1, 8)) for k in COMPARED})
     b = summaries({k: list(rng.normal(0, 1, 8)) for k in COMPARED})
     d = compare_runs(a, b, paired=False, seed=1)["difference_summary"]
-    assert "paired_p_value" not in d["avg_peer_directional_delta"]
+    assert d["avg_peer_directional_delta"]["test"] == "Welch t-test" and "n_pairs" not in d["avg_peer_directional_delta"]
+    assert d["avg_peer_directional_delta"]["t_statistic"] is not None
     assert d["avg_peer_directional_delta"]["significant"] is False
     assert "not confirmed" in d["interpretation"] or "did NOT move" in d["interpretation"]
 

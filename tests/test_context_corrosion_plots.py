@@ -39,7 +39,8 @@ def test_comparison_plot(tmp_path):
     rng = np.random.default_rng(1)
     a = [{k: float(rng.normal(0.1, 0.02)) for k in COMPARED} for _ in range(6)]
     b = [{k: float(rng.normal(0.0, 0.02)) for k in COMPARED} for _ in range(6)]
-    diff = {k: {"delta_mean": 0.1, "paired_p_value_holm": 0.001, "cohen_d": 3.0} for k in COMPARED}
+    diff = {k: {"delta_mean": 0.1, "p_adjusted": 0.001, "significant": True, "cohen_d": 3.0,
+                "family": "Holm across 6 metrics"} for k in COMPARED}
     out = tmp_path / "sub" / "comparison.png"
     comparison_plot(a, b, diff, out, metrics=COMPARED, labels=("A: biased", "B: unbiased"), title="t")
     with Image.open(out) as im:

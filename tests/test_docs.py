@@ -135,3 +135,100 @@ def test_the_tutorial_runs(tmp_path):
     assert counts["bash"] >= 5 and counts["file"] >= 5 and counts["python"] >= 1 and counts["output"] >= 3
     # The shared environment is untouched: the tutorial's package is not importable here.
     assert subprocess.run([sys.executable, "-c", "import rumour"], capture_output=True).returncode != 0
+
+
+# -- figures that the code produces ------------------------------------------------------
+
+BUILT_IN = ("context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_cooperation",
+            "perturbation.context_corrosion")
+
+
+def kinds_table() -> str:
+    """The built-in scenarios' declared kinds, one row per scenario and kind (docs/statistics.md)."""
+    from simcore.scenario import load_scenario
+
+    lines = ["| scenario | kind | metrics |", "| --- | --- | --- |"]
+    for name in BUILT_IN:
+        by_kind: dict[str, list[str]] = {}
+        for metric, kind in load_scenario(name).declared_kinds().items():
+            by_kind.setdefault(kind.label(), []).append(f"`{metric}`")
+        shown = "perturbation.&lt;scenario&gt;" if name.startswith("perturbation.") else name
+        lines += [f"| {shown} | {label} | {', '.join(metrics)} |" for label, metrics in by_kind.items()]
+    return "\n".join(lines)
+
+
+def between(page: Path, start: str, end: str) -> str:
+    text = page.read_text()
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def test_the_kinds_table_is_the_scenarios_declarations():
+    table = between(DOCS / "statistics.md", "<!-- kinds table:", "<!-- end of the kinds table -->")
+    assert table.split("\n", 1)[1].strip() == kinds_table(), "docs/statistics.md: rewrite the kinds table with kinds_table()"
+
+
+RERUN = re.compile(r"<!-- rerun by tests/test_docs.py: (.+?) -->\n```text\n(.*?)```", re.S)
+
+
+def rerun_blocks(page: Path) -> list[tuple[str, str]]:
+    """The (command, documented output) pairs of a page: each ``text`` block after a
+    ``<!-- rerun by tests/test_docs.py: COMMAND -->`` comment."""
+    return RERUN.findall(page.read_text())
+
+
+RERUN_PAGES = ("scenarios/context_corrosion.md", "scenarios/llm_auction.md")
+
+
+@pytest.mark.parametrize("page", RERUN_PAGES)
+def test_documented_outputs_are_what_the_commands_print_now(page, tmp_path):
+    """Each documented output is rerun (on the stub, no plots, into a temporary directory)
+    and must match: a page cannot show figures that today's code does not give."""
+    found = rerun_blocks(DOCS / page)
+    assert found, f"{page}: no documented output to rerun"
+    for command, expected in found:
+        argv = shlex.split(command)
+        assert argv[:2] == ["python", "-m"], command
+        res = subprocess.run([sys.executable, *argv[1:], "--out", str(tmp_path), "--plots", "none"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, (command, res.stderr[-2000:])
+        assert output_matches(expected, res.stdout), f"{page}: {command}\n--- documented\n{expected}--- now\n{res.stdout}"
+
+
+def test_the_http_api_defaults_are_the_documented_ones():
+    from scenarios.context_corrosion.api import EXPERIMENT_FIELDS, MONTE_CARLO_FIELDS
+
+    row = next(line for line in (DOCS / "scenarios" / "context_corrosion.md").read_text().splitlines()
+               if line.startswith("| `POST /run-experiment`"))
+    for name, field in EXPERIMENT_FIELDS.items():
+        if callable(field.default):  # the seed: a fresh one per request
+            assert f"`{name}` (0 to 2^32 − 1; a fresh random seed when absent" in row
+        else:
+            shown = str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+            assert f"`{name}` " in row and f"({shown})" in row.split(f"`{name}`", 1)[1].split("`", 1)[0], name
+    assert MONTE_CARLO_FIELDS["n_trials"].default == 5
+
+
+def rewrite_documented_outputs(page: Path) -> None:
+    """Rerun every documented command of ``page`` and write what it prints now (keeping
+    the ``...`` of run directories and of a block that shows only the first lines)."""
+    import tempfile
+
+    text = page.read_text()
+    for command, expected in rerun_blocks(page):
+        with tempfile.TemporaryDirectory() as tmp:
+            res = subprocess.run([sys.executable, *shlex.split(command)[1:], "--out", tmp, "--plots", "none"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=600, check=True)
+        lines = res.stdout.splitlines()
+        if expected.rstrip().endswith("\n...") or expected.strip() == "...":
+            lines = lines[: expected.count("\n") - 1] + ["..."]
+        lines = [re.sub(r"(directory: ).*", r"\1...", line) for line in lines]
+        text = text.replace(f"{command} -->\n```text\n{expected}", f"{command} -->\n```text\n" + "\n".join(lines) + "\n")
+    page.write_text(text)
+
+
+if __name__ == "__main__":  # python -m tests.test_docs: rewrite the figures that code writes
+    for name in RERUN_PAGES:
+        rewrite_documented_outputs(DOCS / name)
+    stats_page = DOCS / "statistics.md"
+    old = between(stats_page, "<!-- kinds table:", "<!-- end of the kinds table -->").split("\n", 1)[1]
+    stats_page.write_text(stats_page.read_text().replace(old, kinds_table()))

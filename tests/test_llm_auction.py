@@ -39,6 +39,7 @@ from simcore.protocols import Bid, open_floor, resolve_auction, sealed_bid_aucti
 from simcore.reading import read_reply
 from simcore.rng import Streams
 from simcore.runner import run_trial, run_trial_async, write_run
+from simcore.stats import holm
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).with_name("golden")
@@ -578,13 +579,17 @@ def test_compare_writes_the_comparison(tmp_path, capsys):
     stats = out["mechanisms"]
     assert set(stats) == set(MECHANISMS)
     assert stats["auction"]["correctness_pooled"]["n"] == 4
-    assert len(out["pairs"]) == 3 and "p_holm" in out["pairs"][0]["correctness"]
-    assert {"delta_mean", "ci95_low", "ci95_high", "paired_p_value"} <= set(out["pairs"][0]["correctness"])
-    # One rule decides every pair: the paired p Holm-adjusted across the mechanism pairs.
+    assert len(out["pairs"]) == 3
+    assert {"delta_mean", "ci_low", "ci_high", "test", "p_value", "p_adjusted"} <= set(out["pairs"][0]["correctness"])
+    # One family decides every row: Holm across every metric of every pair of mechanisms.
+    entries = [pair[m] for pair in out["pairs"] for m in COMPARED]
+    tested = [e for e in entries if e["p_value"] is not None]
+    adjusted = holm([e["p_value"] for e in tested])
+    for entry, adj in zip(tested, adjusted):
+        assert entry["family"] == f"Holm across {len(tested)} comparisons (5 metrics x 3 mechanism pairs)"
+        assert entry["p_adjusted"] == pytest.approx(adj) and entry["significant"] == (adj < 0.05)
+        assert not any("holm" in key for key in entry)
     for pair in out["pairs"]:
-        for entry in (pair[m] for m in pair if isinstance(pair[m], dict)):
-            assert entry["decided_by"].startswith("paired t-test, Holm-adjusted across 3 mechanism pairs")
-            assert entry["significant"] == (None if entry["p_holm"] is None else entry["p_holm"] < 0.05)
         # Only the pair the scenario calibrated (its counterfactual) carries the installed calibration.
         calibrated = {pair["a"], pair["b"]} == {"auction", "free_discussion"}
         assert ("calibration" in pair["correctness"]) == calibrated
@@ -616,7 +621,7 @@ def test_scenario_compare_hook_pairs_trials():
     assert diff["correctness"]["delta_mean"] == pytest.approx(
         np.mean([x["metrics"]["correctness"] - y["metrics"]["correctness"] for x, y in zip(a, b)])
     )
-    assert diff["paired"] is True and "paired_p_value_holm" in diff["correctness"]
+    assert diff["paired"] is True and diff["correctness"]["family"] == "Holm across 5 metrics"
     assert SCENARIO.counterfactual == ("mechanism", "auction", "free_discussion")
     assert pickle.loads(pickle.dumps(SCENARIO)).compare(a, b) == out  # the batch runner pickles it
 
@@ -631,12 +636,13 @@ def test_cli_trials_prints_and_plots_the_compared_metrics(tmp_path, capsys):
     summary = json.loads((group / "summary.json").read_text())
     assert sorted(compared_metrics(summary["statistical_comparison"])) == sorted(COMPARED)
     assert (group / "plots" / "comparison.png").is_file()
-    # the arms' aggregates give the scenario's proportions proportion intervals
+    # the arms' aggregates give every bounded metric an interval inside its bounds
     for arm in ("run_A_aggregate", "run_B_aggregate"):
-        for name in SCENARIO.proportions & set(summary[arm]):
-            d = summary[arm][name]
-            if d["ci_low"] is not None:
-                assert 0.0 <= d["ci_low"] <= d["mean"] <= d["ci_high"] <= 1.0, (arm, name, d)
+        for name, d in summary[arm].items():
+            kind = SCENARIO.kind_of(name)
+            assert kind is not None and d["kind"] == kind.name, name
+            if d["ci_low"] is not None and kind.bounded:
+                assert kind.low <= d["ci_low"] <= d["mean"] <= d["ci_high"] <= kind.high, (arm, name, d)
     assert summary["run_A_aggregate"]["correctness"]["ci_low"] is not None
 
 
@@ -661,12 +667,14 @@ def test_compare_without_api_key_fails_in_one_line(tmp_path, capsys, monkeypatch
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
-def test_compare_with_one_trial_reports_without_a_bootstrap_ci(tmp_path, capsys):
+def test_compare_with_one_trial_reports_the_difference_and_tests_nothing(tmp_path, capsys):
     rc = compare_main(["--trials", "1", "--mechanisms", "auction,turn_taking", "--n-agents", "5",
                        "--n-vignettes", "2", "--out", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "correctness auction - turn_taking:" in out and "[n/a] (paired bootstrap)" in out
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["correctness", "auction"])
+    assert "auction - turn_taking (1)" in row and row.endswith("not tested (1 pair with both values)")
+    assert "decided by: paired test chosen by each metric's kind" in out
     assert "comparison directory:" in out
 
 

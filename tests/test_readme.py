@@ -133,4 +133,4 @@ def test_the_tour_runs_from_a_fresh_clone(tmp_path):
         if "simcore.replay" in argv:
             assert proc.stdout.strip().endswith(" identical")
         if "simcore.batch" in argv:
-            assert "Holm p" in proc.stdout and "mean [95% CI]" in proc.stdout
+            assert "adj. p" in proc.stdout and "mean [95% CI]" in proc.stdout

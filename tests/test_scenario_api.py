@@ -37,6 +37,8 @@ SURFACE = (
     "simcore.protocols:ORDER_POLICIES",
     "simcore.topology:build", "simcore.memory:make_memory", "simcore.rng:derive_seed", "simcore.rng:Streams",
     "simcore.stats:describe", "simcore.stats:compare_metrics", "simcore.counterfactual:generic_compare",
+    "simcore.metric_kinds:Kind", "simcore.metric_kinds:proportion", "simcore.metric_kinds:score",
+    "simcore.metric_kinds:count", "simcore.metric_kinds:continuous", "simcore.metric_kinds:category",
     "simcore.runner:run_trial", "simcore.runner:write_run", "simcore.runner:TrialResult",
     "simcore.run:run_scenario",
     "backends.base:LLMRequest", "backends.stub:generic_behaviour",

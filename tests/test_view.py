@@ -293,7 +293,7 @@ def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
     assert status == 200 and "Mechanism comparison of llm_auction" in page
     for mechanism in ("auction", "free_discussion", "turn_taking"):
         assert f"<td>{mechanism}</td>" in page
-    assert "p (Holm)" in page and "correctness_by_mechanism.png" in page
+    assert "adjusted p" in page and "p adjusted: Holm across" in page and "correctness_by_mechanism.png" in page
     assert get(root, f"/run/{ids['comparison']}")[0][0] == 404  # not a run
 
 
@@ -303,6 +303,10 @@ def test_group_and_sweep_pages(runs):
                                                f"/sweep-rows/{ids['sweep']}")
     assert gs == ss == rs == 200
     assert group.count("/compare?a=") == 2 and "Trials" in group
+    # one family, one adjusted p per row, the test named, intervals at the family's level
+    assert "p adjusted: Holm across 6 metrics; intervals at 99.17%, Bonferroni across 6 metrics" in group
+    assert "<td>exact sign-flip</td>" in group and "decided by: paired test chosen by each metric" in group
+    assert "bootstrap percentile" in group  # each arm's aggregates name their interval
     assert 'data-key="rounds"' in sweep and "Summary" in sweep
     assert rows.count("<tr ") == 4 and 'data-k-rounds="1"' in rows and 'data-k-rounds="2"' in rows
 

@@ -8,7 +8,7 @@ configs (the original's baseline, high_temp and low_temp) side by side.
 """
 
 from scenarios.acausal_cooperation.analysis import (
-    PROPORTIONS,
+    KINDS,
     analyze,
     compare,
     outcome,
@@ -45,7 +45,7 @@ SCENARIO = Scenario(
     counterfactual=("identity_insight", True, False),
     compare=compare,
     outcome=outcome,
-    proportions=PROPORTIONS,
+    kinds=KINDS,
     null=Null(
         config={"insight_uplift": 0.0},
         why="taking up the identity insight makes no strategy more cooperative",

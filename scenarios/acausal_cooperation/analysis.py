@@ -52,6 +52,7 @@ import numpy as np
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import round_scores
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
+from simcore import metric_kinds as mk
 from simcore.basis import basis, shown
 from simcore.kernel import World
 from simcore.plots import run_plots_wanted
@@ -91,7 +92,8 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
     if len(vectors) < 2:
         return None
     v = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    sims = v @ v.T
+    # Clipped: float32 rounding puts the cosine of identical texts just above 1.
+    sims = np.clip(v @ v.T, -1.0, 1.0)
     iu = np.triu_indices(len(v), k=1)
     return float(sims[iu].mean())
 
@@ -406,12 +408,21 @@ COMPARED = (
     "cooperation_rate", "mutual_cooperation_rate", "final_cooperation_rate",
     "identity_reasoning_frequency", "superrationality_score", "strategy_similarity_mean",
 )
-#: The metrics that are shares in [0, 1] (``Scenario.proportions``).
-PROPORTIONS = frozenset({
-    "cooperation_rate", "mutual_cooperation_rate", "first_round_cooperation_rate",
-    "final_round_cooperation_rate", "final_cooperation_rate", "identity_reasoning_frequency",
-    "surprise_at_defection", "cooperation_despite_asymmetry", "cooperation_symmetric",
-})
+#: Every metric's kind and bounds (``Scenario.kinds``).
+KINDS = {
+    **dict.fromkeys((
+        "cooperation_rate", "mutual_cooperation_rate", "first_round_cooperation_rate",
+        "final_round_cooperation_rate", "final_cooperation_rate", "identity_reasoning_frequency",
+        "surprise_at_defection", "cooperation_despite_asymmetry", "cooperation_symmetric", "converged",
+    ), mk.proportion()),
+    "superrationality_score": mk.score(0, 1),
+    "strategy_similarity_mean": mk.score(-1, 1), "strategy_similarity_final": mk.score(-1, 1),
+    **dict.fromkeys((
+        "n_players", "n_llm", "n_scripted", "rounds", "games", "fallback_moves", "convergence_round",
+        "decision_parse_errors", "decision_prose_reads", "strategy_parse_errors",
+    ), mk.count()),
+    "mean_score": mk.continuous(0), "score_std": mk.continuous(0), "sim_time_end": mk.continuous(0),
+}
 
 
 def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
@@ -422,7 +433,7 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
     # Imported here: it pulls in scipy and the runner, which a plain run does not need yet.
     from simcore.counterfactual import generic_compare
 
-    return generic_compare(a, b, names=COMPARED)
+    return generic_compare(a, b, names=COMPARED, kinds=KINDS)
 
 
 # -- files ------------------------------------------------------------------------

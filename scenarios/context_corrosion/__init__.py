@@ -16,6 +16,7 @@ from scenarios.context_corrosion.analysis import (
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
+from scenarios.context_corrosion.metrics import KINDS
 from simcore.scenario import Null, ResultEntry, Scenario
 
 
@@ -50,6 +51,7 @@ SCENARIO = Scenario(
     compare=compare,
     commands={"serve": serve},
     outcome=ResultEntry("final_positions"),
+    kinds=KINDS,
     null=Null(
         config={"conformity": 0.0},
         why="no peer is influenced by what it hears, so run A and run B differ only in D's own text",

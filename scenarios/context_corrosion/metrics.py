@@ -18,8 +18,11 @@ mapping; tests pass plain dicts of hand-made vectors. Similarities are cosines.
 - :func:`metrics_summary`: the original experiment's summary object; :data:`COMPARED` are its
   scalar keys that runs are compared on.
 - :func:`compare_runs`: one run against one run (``delta_mean``) or Monte Carlo
-  arms against each other (Welch, Cohen's d; paired test, bootstrap CI and Holm
-  correction on top), with the original experiment's interpretation sentence.
+  arms against each other (:func:`simcore.stats.compare_metrics`: the test each
+  metric's kind calls for, Holm across the compared metrics, Cohen's d), with the
+  original experiment's interpretation sentence.
+- :data:`KINDS`: every metric's kind and bounds (cosines lie in [-1, 1], cosine
+  distances in [0, 2], the entropy of a two-way split in [0, 1] bits).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from simcore import stats
+from simcore.metric_kinds import continuous, count, score
 
 PHASE1, DISCUSSION, FINAL = "phase1", "discussion", "final"
 Vectors = Mapping[tuple[str, int, str], np.ndarray]
@@ -43,6 +47,22 @@ COMPARED = (
     "avg_peer_to_peer_convergence",
     "dominant_self_drift",
 )
+#: Every metric's kind and bounds (``Scenario.kinds``).
+KINDS = {
+    "avg_peer_directional_delta": score(-2, 2),
+    "avg_peer_convergence_final_round": score(-1, 1),
+    "avg_peer_to_peer_convergence": score(-1, 1),
+    "avg_initial_alignment": score(-1, 1),
+    "avg_final_alignment": score(-1, 1),
+    "dominant_self_drift": score(0, 2),
+    "entropy_phase1": score(0, 1), "entropy_final": score(0, 1),
+    "entropy_decay_phase1_to_final": score(-1, 1),
+    "diversity_phase1": score(0, 2), "diversity_final": score(0, 2),
+    "diversity_decay_phase1_to_final": score(-2, 2),
+    "mean_initial_confidence": score(0, 1), "mean_final_confidence": score(0, 1),
+    "n_agents": count(), "rounds": count(), "parse_errors": count(), "changed_position_count": count(),
+    "sim_time_end": continuous(0),
+}
 
 
 def cosine(u: np.ndarray, v: np.ndarray) -> float:
@@ -248,20 +268,21 @@ def compare_runs(
         a: A metrics summary, or a list of them (Monte Carlo arm A).
         b: Likewise for arm B.
         paired: Lists only: trial i of A and trial i of B share a seed, so the
-            paired t-test is added and the bootstrap resamples pairs.
-        seed: Seed of the bootstrap CI.
+            tests are paired (the sign-flip test of the differences).
+        seed: Seed of the random sign patterns and bootstrap resamples.
 
     Returns:
         ``run_A`` and ``run_B`` (per metric: ``mean``; for lists also std, min,
         max, n and a 95% CI) and ``difference_summary``: per metric
-        ``delta_mean`` (A - B); for lists also ``t_statistic``, ``p_value``
-        (Welch), ``significant_p05`` (the original experiment's field, not the
-        decision), ``cohen_d`` (pooled SD), the bootstrap CI
-        ``ci95_low``/``ci95_high``, Holm-adjusted p-values across the five
-        metrics, and with pairing ``paired_t_statistic``/``paired_p_value``; the
-        decision ``significant`` and its rule ``decided_by`` (see
-        :func:`simcore.stats.compare_metrics`); then ``statistical_mode``,
-        ``decision_rule`` and ``interpretation``, which follows the decision.
+        ``delta_mean`` (A - B); for lists also every field of
+        :func:`simcore.stats.compare_metrics` (the ``test``, its raw ``p_value``,
+        ``p_adjusted`` across the ``family`` of compared metrics, the decision
+        ``significant`` and its rule ``decided_by``, the interval at the
+        family's level) and the original experiment's fields: ``t_statistic``
+        (the t of the test when it is a t-test, else None) and
+        ``significant_p05`` (the raw p below 0.05: unadjusted, not the
+        decision); then ``statistical_mode`` (the seed's name for a multi-trial
+        comparison), ``decision_rule`` and ``interpretation``, which follows the decision.
     """
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         diff: dict[str, Any] = {}
@@ -279,14 +300,17 @@ def compare_runs(
         raise TypeError("compare_runs: give two metrics dicts or two lists of them")
     if len(a) < 2 or len(b) < 2:
         raise ValueError("compare_runs: Monte Carlo arms need at least 2 trials each")
-    diff = stats.compare_metrics(a, b, COMPARED, paired_samples=paired, seed=seed)
+    diff = stats.compare_metrics(a, b, COMPARED, paired_samples=paired, seed=seed, kinds=KINDS)
+    for d in diff.values():
+        d.setdefault("t_statistic", None)
+        d["significant_p05"] = None if d["p_value"] is None else d["p_value"] < 0.05
     diff["statistical_mode"] = "multi_trial_welch_t"
     diff["paired"] = paired
     diff["decision_rule"] = next(iter(diff.values()))["decided_by"]
     diff["interpretation"] = interpretation(diff, single=False)
 
     def aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        return {k: stats.describe([r.get(k) for r in rows]).to_dict() for k in COMPARED}
+        return {k: stats.describe([r.get(k) for r in rows], kind=KINDS[k]).to_dict() for k in COMPARED}
 
     return {"run_A": aggregate(a), "run_B": aggregate(b), "difference_summary": diff}
 
@@ -311,9 +335,10 @@ def interpretation(diff: Mapping[str, Any], *, single: bool) -> str:
         )
     else:
         p = stats.decision_p(dd)
-        where = f"{dd.get('decided_by', 'Holm-adjusted t-test')}: p = {_fmt_p(p)}, Cohen's d = {_fmt(dd.get('cohen_d'))}"
+        where = (f"{dd.get('test')}, {dd.get('family')}: adjusted p = {_fmt_p(p)}, "
+                 f"Cohen's d = {_fmt(dd.get('cohen_d'))}")
         if dd.get("significant") is None:
-            verdict = f"significance could not be tested ({where})."
+            verdict = f"significance could not be tested ({dd.get('not_tested') or 'no test'})."
         elif dd["significant"]:
             verdict = f"confirmed corrosion ({where})." if toward else f"significant, against corrosion ({where})."
         else:

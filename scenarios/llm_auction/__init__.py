@@ -7,7 +7,7 @@ mechanisms on shared seeds.
 """
 
 from scenarios.llm_auction.analysis import (
-    PROPORTIONS,
+    KINDS,
     analyze,
     compare_arms,
     outcome,
@@ -37,7 +37,7 @@ SCENARIO = Scenario(
     counterfactual=("mechanism", "auction", "free_discussion"),
     compare=compare_arms,
     outcome=outcome,
-    proportions=PROPORTIONS,
+    kinds=KINDS,
     null=Null(
         config={"confidence_signal": 0.0},
         why="stated confidence does not track correctness, so the auction cannot give the floor to the "

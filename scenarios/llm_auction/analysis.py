@@ -18,6 +18,7 @@ from scenarios.llm_auction.config import STYLES, AuctionConfig
 from simcore.basis import basis, shown
 from simcore.counterfactual import generic_compare
 from simcore.kernel import World
+from simcore.metric_kinds import continuous, count, proportion, score
 from simcore.plots import run_plots_wanted
 from simcore.records import atomic_write
 from simcore.stats import describe, proportion_ci
@@ -182,8 +183,8 @@ def by_style(rounds: pd.DataFrame, vignettes: pd.DataFrame) -> dict[str, Any]:
             "vote_accuracy": _rate(mine["vote_correct"]),
             "participation": _rate(mine["participated"]),
             "proposer": _rate(vignettes["proposer_style"] == style) if auction else None,
-            "cost": describe(mine["total_cost"].tolist()).to_dict(),
-            "reward": describe(mine["reward"].tolist()).to_dict(),
+            "cost": describe(mine["total_cost"].tolist(), kind=KINDS["total_cost"]).to_dict(),
+            "reward": describe(mine["reward"].tolist(), kind=KINDS["mean_reward"]).to_dict(),
         }
     return out
 
@@ -228,8 +229,8 @@ def analyze(world: World, cfg: AuctionConfig) -> dict[str, Any]:
         "metrics": dict(m),
         "basis": bases(vign, rounds, t["bid_data"], world.parse_quality.to_dict()),
         "correctness": _rate(vign["correct"]),
-        "cost_per_vignette": describe(vign["total_cost"].tolist()).to_dict(),
-        "reward_per_agent_vignette": describe(rounds["reward"].tolist()).to_dict(),
+        "cost_per_vignette": describe(vign["total_cost"].tolist(), kind=KINDS["total_cost"]).to_dict(),
+        "reward_per_agent_vignette": describe(rounds["reward"].tolist(), kind=KINDS["mean_reward"]).to_dict(),
         "participation": _rate(rounds["participated"]),
         "by_style": by_style(rounds, vign),
         "per_vignette": [
@@ -301,12 +302,22 @@ def write_artifacts(run_dir: Path, world: World, cfg: AuctionConfig, results: di
 
 # -- comparisons between two arms ------------------------------------------------
 COMPARED = ("correctness", "mean_reward", "spend_per_vignette", "cost_per_vignette", "participation")
-#: The metrics that are shares in [0, 1] (``Scenario.proportions``).
-PROPORTIONS = frozenset({
-    "correctness", "majority_rate", "no_decision_rate", "private_accuracy", "vote_accuracy",
-    "proposer_accuracy", "participation", "late_bid_rate",
-    *(f"{m}_{s}" for m in ("participation", "vote_accuracy", "proposer_share") for s in STYLES),
-})
+#: Every metric's kind and bounds (``Scenario.kinds``); rates are shares of yes/no outcomes.
+KINDS = {
+    **dict.fromkeys((
+        "correctness", "majority_rate", "no_decision_rate",
+        "private_accuracy", "vote_accuracy", "proposer_accuracy", "participation", "late_bid_rate",
+        "participation_*", "vote_accuracy_*", "proposer_share_*",
+    ), proportion()),
+    "correctness_ci_low": score(0, 1), "correctness_ci_high": score(0, 1),
+    **dict.fromkeys(("n_vignettes", "n_agents", "n_correct", "parse_errors"), count()),
+    **dict.fromkeys((
+        "total_cost", "cost_per_vignette", "spend_per_vignette", "message_tokens_per_vignette",
+        "proposals_per_vignette", "critiques_per_vignette", "mean_price", "sim_time_end",
+    ), continuous(0)),
+    # A reward is net of the agent's costs, so it can be negative.
+    **dict.fromkeys(("total_reward", "mean_reward", "mean_reward_*"), continuous()),
+}
 
 
 def compare_arms(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
@@ -314,7 +325,7 @@ def compare_arms(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, 
 
     A module-level function rather than a lambda: the batch runner pickles scenarios.
     """
-    return generic_compare(a, b, names=COMPARED)
+    return generic_compare(a, b, names=COMPARED, kinds=KINDS)
 
 
 def outcome(results: dict[str, Any]) -> dict[str, Any] | None:

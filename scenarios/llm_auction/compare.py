@@ -9,11 +9,11 @@ directory, atomically::
     <out>/llm_auction/compare-<utc>-s<seed>-<hex>/
         manifest.json        config, mechanisms, trial seeds, versions, code revision
         comparison.json      per mechanism: correctness (pooled Wilson CI, and the
-                             per-trial mean with a proportion interval), cost and
-                             reward (t CIs), participation; by style; between
-                             mechanisms, simcore.stats.compare_metrics on COMPARED
-                             (paired) and ``p_holm``, the paired p-value Holm-adjusted
-                             across the mechanism pairs
+                             per-trial mean with the interval its kind calls for),
+                             cost, reward, participation; by style; between
+                             mechanisms, every metric of COMPARED for every pair of
+                             mechanisms (paired; simcore.stats), one family: Holm
+                             across all metrics x mechanism pairs
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
         agent_summary.csv, simulation_summary.csv   the seed's tables, all trials
@@ -39,7 +39,7 @@ from backends.errors import BackendConfigError
 from backends.registry import BackendSpec
 from scenarios.llm_auction.analysis import (
     COMPARED,
-    PROPORTIONS,
+    KINDS,
     TABLES,
     by_style,
     tables,
@@ -59,6 +59,7 @@ from simcore.cli import (
     resolve_config,
 )
 from simcore.config import ConfigError
+from simcore.metric_kinds import kind_of
 from simcore.records import (
     check_run_id,
     code_revision,
@@ -70,11 +71,13 @@ from simcore.records import (
 )
 from simcore.rng import derive_seed
 from simcore.stats import (
-    compare_metrics,
+    compare_one,
+    decide,
     describe,
-    describe_proportion,
-    holm,
+    interval_text,
+    level_text,
     proportion_ci,
+    verdict,
 )
 
 ALPHA = 0.05
@@ -166,8 +169,7 @@ def statistics(c: Comparison) -> dict[str, Any]:
                 "rate": p_k / p_n if p_n else None, "k": p_k, "n": p_n, "ci_low": p_lo, "ci_high": p_hi,
             },
             **{
-                f"{key}_per_trial": (describe_proportion if key in PROPORTIONS else describe)(
-                    t[key].tolist()).to_dict() if key in t else None
+                f"{key}_per_trial": describe(t[key].tolist(), kind=kind_of(KINDS, key)).to_dict() if key in t else None
                 for key in (
                     "correctness", "majority_rate", "proposer_accuracy", "cost_per_vignette",
                     "spend_per_vignette", "mean_reward", "participation", "late_bid_rate",
@@ -175,34 +177,32 @@ def statistics(c: Comparison) -> dict[str, Any]:
             },
         }
         styles[m] = by_style(r, v) if n else {}
-    pairs = []
-    for a, b in itertools.combinations(c.mechanisms, 2):
+    # The question is which mechanisms differ on which metric, so every metric of
+    # every pair of mechanisms is one family: one Holm adjustment across all of them,
+    # one adjusted p per row, and intervals at the family's level.
+    pairs = list(itertools.combinations(c.mechanisms, 2))
+    pending, sizes = {}, {}
+    for a, b in pairs:
         ok = [
             (ra, rb) for ra, rb in zip(c.results[a], c.results[b])
             if ra["status"] == "ok" and rb["status"] == "ok"
         ]
-        diff = compare_metrics(
-            [x["metrics"] for x, _ in ok], [y["metrics"] for _, y in ok], COMPARED,
-            paired_samples=True, seed=derive_seed(c.seed, f"boot.{a}.{b}"),
-        )
-        pairs.append({"a": a, "b": b, "n_pairs": len(ok), **diff})
-    # The question here is which mechanisms differ on a metric, so the one rule that
-    # decides is the paired p Holm-adjusted across the mechanism pairs (p_holm); it
-    # replaces compare_metrics' rule (across the metrics of one pair) so no output
-    # shows two verdicts.
+        sizes[a, b] = len(ok)
+        for key in COMPARED:
+            pending[a, b, key] = compare_one(
+                [x["metrics"].get(key) for x, _ in ok], [y["metrics"].get(key) for _, y in ok],
+                kind_of(KINDS, key), paired_samples=True, seed=derive_seed(c.seed, f"compare.{a}.{b}.{key}"),
+            )
+    family = (f"comparisons ({len(COMPARED)} metrics x {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'})")
+    rows = decide(pending, family=family, alpha=ALPHA)
+    out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED}} for a, b in pairs]
     from scenarios.llm_auction import SCENARIO
     from simcore.calibrate import annotate
 
-    rule = f"paired t-test, Holm-adjusted across {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'}, " \
-           f"p < {ALPHA:g}"
-    for key in COMPARED:
-        adjusted = holm([p[key]["paired_p_value"] for p in pairs])
-        for p, adj in zip(pairs, adjusted):
-            p[key].update(p_holm=adj, significant=None if adj is None else adj < ALPHA, decided_by=rule)
-    for p in pairs:  # the pair the scenario calibrated (its counterfactual) carries the marks
+    for p in out:  # the pair the scenario calibrated (its counterfactual) carries the marks
         if {p["a"], p["b"]} == {SCENARIO.counterfactual[1], SCENARIO.counterfactual[2]}:
             annotate(SCENARIO, p)
-    return {"mechanisms": per_mech, "by_style": styles, "pairs": pairs}
+    return {"mechanisms": per_mech, "by_style": styles, "pairs": out}
 
 
 def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None) -> Path:
@@ -252,23 +252,33 @@ def report(stats: dict[str, Any]) -> str:
             f"{ci(s['spend_per_vignette_per_trial'], '.3f'):<22} {ci(s['mean_reward_per_trial'], '.3f'):<22} "
             f"{ci(s['participation_pooled'])}"
         )
-    for p in stats["pairs"]:
-        d = p["correctness"]
-        if d["delta_mean"] is None:
-            continue
-        p_holm = "-" if d["p_holm"] is None else f"{d['p_holm']:.3g}"
-        # One pair (--trials 1) has no bootstrap interval.
-        boot = "n/a" if d["ci95_low"] is None else f"{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}"
-        verdict = {True: "significant", False: "not significant"}.get(d["significant"], "not tested")
-        if (d.get("calibration") or {}).get("confounded"):
-            verdict += f"; CONFOUNDED UNDER THE NULL: {d['calibration']['reason']}"
-        lines.append(
-            f"correctness {p['a']} - {p['b']}: {d['delta_mean']:+.3f} "
-            f"[{boot}] (paired bootstrap), Holm p = {p_holm}, {verdict}, {p['n_pairs']} pairs"
-        )
-    if stats["pairs"]:
-        lines.append(f"decided by: {stats['pairs'][0]['correctness']['decided_by']}")
+    rows = [(p, key, p[key]) for p in stats["pairs"] for key in COMPARED]
+    if rows:
+        width = max(len(key) for key in COMPARED) + 2
+        arms = [f"{p['a']} - {p['b']} ({p['n_pairs']})" for p, _, _ in rows]
+        tests = [d.get("test") or "-" for _, _, d in rows]
+        aw, tw = max(map(len, arms)) + 2, max(map(len, tests)) + 2
+        lines += ["", "between mechanisms, a - b (pairs by trial seed); "
+                      f"{level_text([d for _, _, d in rows]) or 'no intervals'}:",
+                  f"  {'metric':<{width}}{'a - b':<{aw}}{'difference':>10}  {'interval':<18}{'test':<{tw}}"
+                  f"{'p':>8}{'adj. p':>8}  decision"]
+        confounded = {}
+        for (p, key, d), arm, test in zip(rows, arms, tests):
+            if (d.get("calibration") or {}).get("confounded"):
+                confounded[key] = d["calibration"]["reason"]
+            delta = "n/a" if d["delta_mean"] is None else f"{d['delta_mean']:+.3f}"
+            lines.append(
+                f"  {key:<{width}}{arm:<{aw}}{delta:>10}  {interval_text(d, '+.3f'):<18}{test:<{tw}}"
+                f"{_p(d.get('p_value')):>8}{_p(d.get('p_adjusted')):>8}  {verdict(d)}"
+                + ("  (CONFOUNDED UNDER THE NULL)" if key in confounded and "calibration" in d else "")
+            )
+        lines.append(f"decided by: {rows[0][2]['decided_by']}")
+        lines += [f"CONFOUNDED UNDER THE NULL: {key}: {why}" for key, why in confounded.items()]
     return "\n".join(lines)
+
+
+def _p(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2g}"
 
 
 def build_parser() -> OneLineParser:

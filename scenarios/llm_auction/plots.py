@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scenarios.llm_auction.analysis import KINDS
 from scenarios.llm_auction.config import MECHANISMS, STYLES
-from simcore.stats import describe, describe_proportion, error_bar, proportion_ci
+from simcore.stats import describe, error_bar, proportion_ci
 
 COLOURS = {"auction": "#1f77b4", "free_discussion": "#ff7f0e", "turn_taking": "#2ca02c"}
 
@@ -118,8 +119,8 @@ def cost_vs_correctness(trials: pd.DataFrame, path: Path) -> None:
         sub = trials[trials["mechanism"] == m]
         colour = COLOURS.get(m)
         ax.scatter(sub["spend_per_vignette"], sub["correctness"], s=14, alpha=0.35, color=colour)
-        cx = describe(sub["spend_per_vignette"].tolist())
-        cy = describe_proportion(sub["correctness"].tolist())
+        cx = describe(sub["spend_per_vignette"].tolist(), kind=KINDS["spend_per_vignette"])
+        cy = describe(sub["correctness"].tolist(), kind=KINDS["correctness"])
         xerr, yerr = ([[b] for b in error_bar(c.mean, c.ci_low, c.ci_high)] for c in (cx, cy))
         ax.errorbar(
             cx.mean, cy.mean, xerr=xerr, yerr=yerr, fmt="o", ms=8, capsize=4, color=colour,

@@ -38,6 +38,7 @@ from backends.pricing import usage_cost
 from backends.registry import CASSETTE_FILE, BackendSpec, price_table
 from simcore.config import Config, ConfigError, check_with, param
 from simcore.kernel import World
+from simcore.metric_kinds import category, continuous, count, proportion, score
 from simcore.perturbation.operators import parse_perturbation
 from simcore.perturbation.pairs import (
     REUSE,
@@ -63,10 +64,15 @@ BATCH_METRICS = (
     "total_changes", "answer_changed", "answer_null", "manifestation", "group", "token_overhead",
     "noise_floor", "within_noise_floor", "reused_calls", "live_calls",
 )
-# The true/false ones: their means over trials are shares (``Scenario.proportions``).
-PROPORTIONS = frozenset({
-    "applied", "early_termination", "extended_execution", "answer_changed", "answer_null", "within_noise_floor",
-})
+#: Their kinds and bounds (``Scenario.kinds``): the true/false ones are proportions.
+KINDS = {
+    **dict.fromkeys(("applied", "early_termination", "extended_execution", "answer_changed", "answer_null",
+                     "within_noise_floor"), proportion()),
+    **dict.fromkeys(("d_norm", "t_star_norm", "noise_floor"), score(0, 1)),
+    **dict.fromkeys(("reroutes", "total_changes", "reused_calls", "live_calls"), count()),
+    "manifestation": category(), "group": category(),
+    "token_overhead": continuous(0),
+}
 _RUNS_KEY = "perturbation.runs"  # where a pair trial leaves its runs for write_artifacts
 
 _scenarios: dict[str, Scenario] = {}
@@ -123,7 +129,7 @@ def variant(name: str) -> Scenario:
         summarize=_summarize,
         write_artifacts=_write_artifacts,
         trial=functools.partial(_trial, name),
-        proportions=PROPORTIONS,
+        kinds=KINDS,
     )
     _scenarios[name] = scenario
     return scenario

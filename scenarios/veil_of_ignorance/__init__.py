@@ -5,7 +5,7 @@ the CLI. ``SCENARIO`` is what the framework runs.
 """
 
 from scenarios.veil_of_ignorance.analysis import (
-    PROPORTIONS,
+    KINDS,
     analyze,
     outcome,
     summarize,
@@ -32,7 +32,7 @@ SCENARIO = Scenario(
     summarize=summarize,
     write_artifacts=write_artifacts,
     outcome=outcome,
-    proportions=PROPORTIONS,
+    kinds=KINDS,
     null=Null(
         config={"persuasion": 0.0},
         why="nothing anyone says moves anyone, so ratings after the talk equal those before",

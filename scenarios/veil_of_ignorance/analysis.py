@@ -43,11 +43,22 @@ from scenarios.veil_of_ignorance.principles import (
 )
 from simcore.basis import basis, shown
 from simcore.kernel import World
+from simcore.metric_kinds import category, continuous, count, proportion, score
 from simcore.plots import run_plots_wanted
 from simcore.records import write_json
 
-#: The metrics that are shares in [0, 1] (``Scenario.proportions``).
-PROPORTIONS = frozenset({"agreement_first_round", "agreement_last_round", "principle_agreement_last_round"})
+#: Every metric's kind and bounds (``Scenario.kinds``); Likert ratings are 1 to 4.
+KINDS = {
+    "consensus_reached": proportion(), "fallback": proportion(), "constraint_met": proportion(),
+    "agreement_first_round": proportion(), "agreement_last_round": proportion(),
+    "principle_agreement_last_round": proportion(),
+    "likert_abs_shift_mean": score(0, 3), "likert_shift_*": score(-3, 3),
+    "likert_initial_*": score(1, 4), "likert_final_*": score(1, 4),
+    "end_reason": category(), "chosen_principle": category(), "distribution": category(),
+    "chosen_amount": continuous(0), "mean_income": continuous(0), "min_income": continuous(0),
+    "rounds_taken": count(), "invalid_choices": count(), "parse_errors": count(), "n_agents": count(),
+    "deliberation_time": continuous(0), "sim_time_end": continuous(0),
+}
 
 
 def _mean(values: list[Any]) -> float | None:

@@ -3,12 +3,11 @@
 - ``results.csv`` / ``results.parquet``: one row per planned trial (see
   :func:`build_table`; metrics are ``metric_<name>`` columns).
 - ``summary.json`` / ``summary.csv``: per cell and condition, n and each metric's
-  mean, std and 95% CI (over trials with status "ok": a proportion interval,
-  :func:`simcore.stats.describe_proportion`, for the scenario's proportions and
-  true/false metrics, else the t interval of :func:`simcore.stats.describe`),
-  plus comparisons between conditions: the scenario's own ``compare`` when
-  it has one, otherwise paired t-tests, Welch tests, Cohen's d and paired bootstrap
-  CIs per metric, Holm-adjusted across metrics. ``failures`` counts failed trials
+  mean, std and 95% CI (over trials with status "ok"; the interval its kind calls
+  for, :func:`simcore.stats.describe`), plus comparisons between conditions: the
+  scenario's own ``compare`` when it has one, otherwise
+  :func:`simcore.stats.compare_metrics` on the pairs (the test each metric's kind
+  calls for, one Holm family across the metrics). ``failures`` counts failed trials
   by kind (:data:`simcore.batch.worker.FAILURE_KINDS`), and ``finish_command`` is
   the command that finishes an unfinished sweep.
 - ``plots/metrics.png``: each metric's mean and 95% CI across the grid, one line
@@ -31,6 +30,7 @@ from simcore import quality, stats
 from simcore.batch.plan import NO_CONDITION, SweepPlan
 from simcore.batch.worker import FAILURE_KINDS, OTHER_KIND
 from simcore.calibrate import annotate
+from simcore.metric_kinds import proportion
 from simcore.readers import read_run
 from simcore.records import atomic_write, write_json
 from simcore.rng import derive_seed
@@ -103,10 +103,15 @@ def metric_columns(df: pd.DataFrame, plan: SweepPlan | None = None) -> list[str]
     against ``rounds`` says nothing. They stay in results.csv.
     """
     echoes = set() if plan is None else {METRIC_PREFIX + f.name for f in dataclasses.fields(plan.scenario.config_type)}
-    return [
-        c for c in df.columns
-        if c.startswith(METRIC_PREFIX) and c not in echoes and pd.api.types.is_numeric_dtype(df[c])
-    ]
+    return [c for c in df.columns if c.startswith(METRIC_PREFIX) and c not in echoes and _numeric(df[c])]
+
+
+def _numeric(column: pd.Series) -> bool:
+    """Numbers, or true/false values with gaps (an object column of bools and Nones)."""
+    if pd.api.types.is_numeric_dtype(column):
+        return True
+    values = column.dropna()
+    return len(values) > 0 and all(isinstance(v, (bool, np.bool_)) for v in values)
 
 
 def _clean(value: Any) -> Any:
@@ -123,12 +128,15 @@ def _clean(value: Any) -> Any:
 
 
 def _describe(plan: SweepPlan, column: pd.Series) -> stats.Summary:
-    """A metric over trials: a proportion interval for the scenario's proportions
-    and for true/false metrics, else a t interval."""
+    """A metric over trials, with the interval its declared kind calls for (an
+    undeclared true/false column counts as a proportion)."""
     name = str(column.name)[len(METRIC_PREFIX):]
-    if name in plan.scenario.proportions or pd.api.types.is_bool_dtype(column):
-        return stats.describe_proportion(column.tolist())
-    return stats.describe(column.tolist())
+    kind = plan.scenario.kind_of(name)
+    if kind is None and pd.api.types.is_bool_dtype(column):
+        kind = proportion()
+    values = [None if v is None or v != v else (float(v) if isinstance(v, (bool, np.bool_)) else v)
+              for v in column.tolist()]
+    return stats.describe(values, kind=kind)
 
 
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
@@ -217,7 +225,8 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
             else:
                 entry["method"] = "generic"
                 entry["result"] = generic_compare(
-                    a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}")
+                    a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}"),
+                    kinds=plan.scenario.declared_kinds(),
                 )
             if k in calibrated and "result" in entry:
                 annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]))
@@ -240,14 +249,16 @@ def calibrated_pairs(plan: SweepPlan) -> set[int]:
     return {k for k in range(1, len(values)) if sorted([values[0], values[k]], key=repr) == sorted(arms, key=repr)}
 
 
-def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int) -> dict[str, Any]:
+def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int,
+                    kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per metric, :func:`simcore.stats.compare_metrics` on pairs matched by trial seed:
-    means, the difference a - b with a paired bootstrap 95% CI, Welch and paired
-    t-tests, Cohen's d, and p-values Holm-adjusted across metrics."""
+    means, the difference a - b, the test its kind calls for, one Holm family across
+    the metrics, the decision and the interval at the family's level."""
     names = [m[len(METRIC_PREFIX):] for m in metrics]
-    rows_a = a[metrics].set_axis(names, axis=1).replace({np.nan: None}).to_dict("records")
-    rows_b = b[metrics].set_axis(names, axis=1).replace({np.nan: None}).to_dict("records")
-    return stats.compare_metrics(rows_a, rows_b, names, paired_samples=True, seed=seed)
+    rows_a = a[metrics].set_axis(names, axis=1).astype(object).where(a[metrics].notna().values, None)
+    rows_b = b[metrics].set_axis(names, axis=1).astype(object).where(b[metrics].notna().values, None)
+    return stats.compare_metrics(rows_a.to_dict("records"), rows_b.to_dict("records"), names,
+                                 paired_samples=True, seed=seed, kinds=kinds)
 
 
 def summary_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
@@ -389,7 +400,8 @@ def format_failures(summary: Mapping[str, Any]) -> list[str]:
 
 def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = False) -> str:
     """The printed report: status counts, each metric's mean and 95% CI per cell and
-    condition, the comparisons (difference, CI, p, Holm p, decision, interpretation),
+    condition, the comparisons (difference, interval, test, p, adjusted p, decision,
+    interpretation),
     the failed trials by kind and the command that finishes the sweep.
 
     ``verbose`` prints the full detail instead (every column of summary.csv and
@@ -454,7 +466,8 @@ def comparison_entries(comparison: Mapping[str, Any]) -> tuple[dict[str, Mapping
 
 
 def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Each comparison: difference a - b, its 95% CI, p, Holm p and the decision, per metric."""
+    """Each comparison, one row per metric: the difference a - b, its interval (at the
+    family's level), the test and its raw p, the adjusted p and the decision."""
     lines: list[str] = []
     for c in summary["comparisons"]:
         head = f"{_cell_name(c['params'])}: {c['a']} - {c['b']} ({c['n_pairs']} pairs by trial seed)"
@@ -465,16 +478,14 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
         if not entries:
             continue
         width = max(len(m) for m in entries) + 2
-        lines += ["", head,
-                  f"  {'metric':<{width}}{'a - b':>9}  {'95% CI':<20}{'p':>8}{'Holm p':>8}  decision"]
+        tests = {m: d.get("test") or "-" for m, d in entries.items()}
+        tw = max(len(t) for t in tests.values()) + 2
+        level = stats.level_text(list(entries.values()))
+        lines += ["", head + (f"; {level}" if level else ""),
+                  f"  {'metric':<{width}}{'a - b':>9}  {'interval':<20}{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
         rule = None
         for metric, d in entries.items():
             rule = rule or d.get("decided_by")
-            p = d.get("paired_p_value", d.get("p_value"))
-            verdict = {True: "significant", False: "-"}.get(d.get("significant"), "not tested")
-            if d.get("equal_in_every_pair"):
-                verdict = "not tested (equal in every pair)"
-            ci = f"[{_num(d.get('ci95_low'), '+.3g')}, {_num(d.get('ci95_high'), '+.3g')}]"
             notes = []
             left_out = (d.get("n_undefined_a") or 0) + (d.get("n_undefined_b") or 0)
             if left_out:
@@ -482,14 +493,15 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
             if (d.get("calibration") or {}).get("confounded"):
                 notes.append("CONFOUNDED UNDER THE NULL")
             lines.append(
-                f"  {metric:<{width}}{_num(d.get('delta_mean'), '+.3g'):>9}  {ci:<20}{_num(p, '.2g'):>8}"
-                f"{_num(stats.decision_p(d), '.2g'):>8}  {verdict}" + (f" ({'; '.join(notes)})" if notes else "")
+                f"  {metric:<{width}}{_num(d.get('delta_mean'), '+.3g'):>9}  {stats.interval_text(d):<20}"
+                f"{tests[metric]:<{tw}}{_num(d.get('p_value'), '.2g'):>8}{_num(stats.decision_p(d), '.2g'):>8}  "
+                f"{stats.verdict(d)}" + (f" ({'; '.join(notes)})" if notes else "")
             )
         if rule:
             lines.append(f"  decided by: {rule}")
         if interpretation:
             lines.append(f"  {interpretation}")
-    return lines
+    return [line.rstrip() for line in lines]
 
 
 def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from simcore import stats
 from simcore.divergence import CATEGORIES, GROUPS, manifestation_group
+from simcore.metric_kinds import score
 from simcore.perturbation.pairs import UNAVAILABLE
 from simcore.readers import OBJECT, read_jsonl, read_manifest, read_record, read_run
 from simcore.records import atomic_write
@@ -96,8 +97,8 @@ class PerturbationResults:
     def summary(self) -> pd.DataFrame:
         """One row per perturbation (pairs with a failed baseline left out).
 
-        Columns: perturbation, n_pairs, n_applied, mean_d_norm (and its 95% t
-        interval, clipped to [0, 1]), mean_t_star_norm (over pairs that diverged),
+        Columns: perturbation, n_pairs, n_applied, mean_d_norm (and its 95%
+        percentile bootstrap interval, inside [0, 1]), mean_t_star_norm (over pairs that diverged),
         n_diverged, answer_changed_rate, recovery_rate (diverged pairs whose answer
         is unchanged and not null), each rate with its Wilson 95% interval,
         token_overhead (mean over pairs with usage, else "unavailable"),
@@ -109,9 +110,9 @@ class PerturbationResults:
         rows = []
         for p in self.perturbations:
             sub = self.pairs[(self.pairs["perturbation"] == p) & (self.pairs["baseline_status"] == "ok")]
-            d = stats.describe(sub["d_norm"].tolist(), bounds=(0.0, 1.0))
+            d = stats.describe(sub["d_norm"].tolist(), kind=score(0, 1))
             diverged = sub[sub["d_norm"] > 0]
-            t_star = stats.describe([_num(v) for v in diverged["t_star_norm"]])
+            t_star = stats.describe([_num(v) for v in diverged["t_star_norm"]], kind=score(0, 1))
             changed = int(sub["answer_changed"].astype(bool).sum())
             overheads = [x for x in (_num(v) for v in sub["token_overhead"]) if x is not None]
             within = [v for v in sub["within_noise_floor"] if v is not None and not _isnan(v)]

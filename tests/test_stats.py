@@ -1,0 +1,406 @@
+"""simcore.stats: intervals and tests chosen from a metric's kind, checked against
+reference libraries (statsmodels, scipy) and published examples, and valid at the edges."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
+
+from simcore.metric_kinds import continuous, count, proportion, score
+from simcore.stats import (
+    MAX_EXACT_PAIRS,
+    RANDOM_PATTERNS,
+    compare_metrics,
+    compare_one,
+    decide,
+    describe,
+    error_bar,
+    fisher_exact,
+    holm,
+    mcnemar_exact,
+    mcnemar_exact_ci,
+    newcombe_ci,
+    newcombe_paired_ci,
+    paired_proportion_ci,
+    proportion_ci,
+    sign_flip,
+    welch,
+    welch_ci,
+)
+
+
+def rows(**cols: list) -> list[dict]:
+    n = len(next(iter(cols.values())))
+    return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+
+
+def table(u: list[int], v: list[int]) -> tuple[int, int, int, int]:
+    pairs = list(zip(u, v))
+    return pairs.count((1, 1)), pairs.count((1, 0)), pairs.count((0, 1)), pairs.count((0, 0))
+
+
+finite = st.floats(-5, 5, allow_nan=False).map(lambda x: round(x, 3))
+
+
+# -- reference checks -------------------------------------------------------------------
+
+@given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=12))
+def test_holm_equals_statsmodels(ps):
+    assert holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]), abs=1e-12)
+
+
+def test_holm_known_example_and_gaps():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, None, 0.01]) == [pytest.approx(0.5), None, pytest.approx(0.02)]
+
+
+def test_wilson_equals_statsmodels():
+    for n in (1, 2, 3, 5, 10, 37, 200):
+        for k in range(n + 1):
+            for level in (0.95, 0.99, 1 - 0.05 / 6):
+                ref = proportion_confint(k, n, alpha=1 - level, method="wilson")
+                assert proportion_ci(k, n, level) == pytest.approx(ref, abs=1e-12), (k, n, level)
+
+
+def test_wilson_ends_are_exact_for_every_n():
+    for n in range(1, 1001):
+        assert proportion_ci(n, n)[1] == 1.0 and proportion_ci(0, n)[0] == 0.0, n
+        for k in {0, 1, n // 3, n // 2, n - 1, n}:
+            lo, hi = proportion_ci(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n)
+    assert proportion_ci(0, 0) == (None, None)
+    with pytest.raises(ValueError, match="successes"):
+        proportion_ci(3, 2)
+
+
+def test_newcombe_hybrid_equals_statsmodels():
+    for n1, n2 in ((3, 3), (10, 12), (40, 25)):
+        for k1 in range(0, n1 + 1, max(1, n1 // 5)):
+            for k2 in range(0, n2 + 1, max(1, n2 // 5)):
+                for level in (0.95, 0.99):
+                    ref = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", alpha=1 - level)
+                    lo, hi = newcombe_ci(k1, n1, k2, n2, level)
+                    assert (lo, hi) == pytest.approx(tuple(map(float, ref)), abs=1e-10), (k1, n1, k2, n2)
+                    assert -1.0 <= lo <= k1 / n1 - k2 / n2 <= hi <= 1.0
+
+
+def test_newcombe_paired_matches_the_published_example():
+    # Fagerland, Lydersen & Laake (2017), Statistical Analysis of Contingency Tables,
+    # ch. 8: complete response before and after consolidation therapy (Cavo et al.
+    # 2012), 59 / 6 / 16 / 80 pairs: the Newcombe square-and-add interval of the
+    # difference -0.0621 is -0.1186 to -0.0046, and the exact McNemar p is 0.052479.
+    lo, hi = newcombe_paired_ci(59, 6, 16, 80)
+    assert (round(lo, 4), round(hi, 4)) == (-0.1186, -0.0046)
+    assert mcnemar_exact(6, 16) == pytest.approx(0.052479, abs=5e-7)
+
+
+def test_newcombe_paired_without_correlation_is_the_unpaired_interval():
+    # With a*d - b*c in [0, n/2] the correlation term is 0, and the paired interval
+    # combines the two margins' Wilson intervals as the unpaired one does.
+    for both, only_a, only_b, neither in ((3, 1, 1, 1), (0, 3, 0, 0), (5, 2, 2, 1), (3, 2, 2, 2)):
+        n = both + only_a + only_b + neither
+        margins = (both + only_a, only_b + neither, both + only_b, only_a + neither)
+        assert 0 <= both * neither - only_a * only_b <= n / 2 or min(margins) == 0
+        ref = confint_proportions_2indep(both + only_a, n, both + only_b, n, method="newcomb")
+        assert newcombe_paired_ci(both, only_a, only_b, neither) == pytest.approx(tuple(map(float, ref)), abs=1e-10)
+
+
+def test_mcnemar_equals_statsmodels_exact():
+    for b in range(0, 25):
+        for c in range(0, 25, 3):
+            ref = mcnemar([[7, b], [c, 4]], exact=True).pvalue
+            assert mcnemar_exact(b, c) == pytest.approx(ref, abs=1e-12), (b, c)
+
+
+def test_fisher_on_the_tea_tasting_example():
+    # Fisher's lady tasting tea: 3 of 4 cups right each way, two-sided p = 34/70.
+    assert fisher_exact(3, 4, 1, 4) == pytest.approx(34 / 70)
+    assert fisher_exact(4, 4, 0, 4) == pytest.approx(2 / 70)
+
+
+def test_welch_and_its_interval_equal_scipy():
+    a, b = [1.0, 2.0, 3.0, 4.0, 2.5], [2.0, 3.0, 4.0, 5.5]
+    res = sps.ttest_ind(a, b, equal_var=False)
+    w = welch(a, b)
+    assert (w["t_statistic"], w["p_value"]) == pytest.approx((res.statistic, res.pvalue))
+    assert welch_ci(a, b, 0.99) == pytest.approx(tuple(res.confidence_interval(0.99)))
+
+
+def brute_sign_flip(d: list[float]) -> float:
+    """Two-sided p by enumerating every sign pattern: twice the smaller tail."""
+    t = sum(d)
+    sums = [sum(s * x for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=len(d))]
+    upper = sum(s >= t - 1e-12 for s in sums) / len(sums)
+    lower = sum(s <= t + 1e-12 for s in sums) / len(sums)
+    return min(1.0, 2 * min(upper, lower))
+
+
+@given(st.lists(finite, min_size=1, max_size=9))
+def test_sign_flip_equals_brute_force_enumeration(d):
+    assert sign_flip(d).p == pytest.approx(brute_sign_flip(d))
+
+
+def test_sign_flip_equals_scipy_permutation_test():
+    rng = np.random.default_rng(5)
+    for n in (3, 6, 10):
+        x, y = rng.normal(size=n), rng.normal(size=n) + 0.8
+        ref = sps.permutation_test((x, y), lambda a, b, axis: np.mean(a - b, axis=axis), vectorized=True,
+                                   permutation_type="samples", n_resamples=10**6)
+        assert sign_flip(x - y).p == pytest.approx(ref.pvalue)
+
+
+def test_sign_flip_on_yes_no_differences_is_exact_mcnemar():
+    u = [1, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+    v = [0, 0, 1, 0, 0, 1, 1, 0, 0, 0]
+    _, only_a, only_b, _ = table(u, v)
+    assert sign_flip([x - y for x, y in zip(u, v)]).p == pytest.approx(mcnemar_exact(only_a, only_b))
+
+
+# -- the edges the issue names ---------------------------------------------------------------
+
+def test_three_identical_yes_no_pairs_are_not_significant():
+    # perturbation.context_corrosion, 3 pairs: the answer changed in every perturbed run.
+    out = compare_metrics(rows(answer_changed=[1, 1, 1]), rows(answer_changed=[0, 0, 0]), ["answer_changed"],
+                          paired_samples=True, seed=0, kinds={"answer_changed": proportion()})["answer_changed"]
+    assert out["test"] == "exact McNemar" and out["p_value"] == pytest.approx(0.25)
+    assert out["significant"] is False and out["family"] == "Holm across 1 metric"
+    assert -1 <= out["ci_low"] <= 0 <= out["ci_high"] <= 1
+
+
+def test_three_identical_continuous_differences_give_the_exact_smallest_p():
+    out = compare_metrics(rows(m=[0.5, 0.7, 0.2]), rows(m=[0.4, 0.6, 0.1]), ["m"], paired_samples=True, seed=0,
+                          kinds={"m": score(0, 1)})["m"]
+    assert out["test"] == "exact sign-flip" and out["p_value"] == pytest.approx(0.25) and out["significant"] is False
+    # Three pairs can reject no shift at 95%: every possible difference remains.
+    assert (out["ci_low"], out["ci_high"]) == (-1.0, 1.0)
+
+
+def test_equal_or_too_few_pairs_are_not_tested_and_leave_the_family():
+    a = rows(echo=[3, 3, 3, 3], one=[1.0, None, None, None], m=[0.9, 0.8, 0.95, 0.7])
+    b = rows(echo=[3, 3, 3, 3], one=[0.0, 0.5, None, None], m=[0.1, 0.2, 0.05, 0.3])
+    out = compare_metrics(a, b, ["echo", "one", "m"], paired_samples=True, seed=0)
+    assert out["echo"]["not_tested"] == "equal in every pair" and out["echo"]["p_adjusted"] is None
+    assert out["one"]["not_tested"] == "1 pair with both values" and out["one"]["significant"] is None
+    assert out["m"]["family"] == "Holm across 1 metric" and out["m"]["p_adjusted"] == out["m"]["p_value"] == 0.125
+
+
+def test_constant_unpaired_arms_get_an_exact_test_never_p_0():
+    out = compare_metrics(rows(m=[0.5] * 3), rows(m=[0.7] * 3), ["m"], paired_samples=False, seed=0,
+                          kinds={"m": score(0, 1)})["m"]
+    assert out["test"] == "exact permutation (both arms constant)" and out["p_value"] == pytest.approx(0.1)
+    assert out["significant"] is False and (out["ci_low"], out["ci_high"]) == (-1.0, 1.0)
+    big = compare_metrics(rows(m=[0.5] * 8), rows(m=[0.7] * 8), ["m"], paired_samples=False, seed=0,
+                          kinds={"m": score(0, 1)})["m"]
+    assert big["p_value"] == pytest.approx(2 / math.comb(16, 8)) and big["significant"] is True
+    assert big["ci_low"] == big["ci_high"] == pytest.approx(-0.2)
+
+
+def test_yes_no_values_get_wilson_and_likert_means_stay_in_range():
+    s = describe([1, 1, 0], kind=proportion())  # veil: consensus in 2 of 3 trials
+    assert s.interval == "Wilson score" and (s.ci_low, s.ci_high) == proportion_ci(2, 3)
+    likert = describe([4.0, 3.67, 3.67], kind=score(1, 4))
+    assert likert.interval.startswith("bootstrap") and 1 <= likert.ci_low <= likert.mean <= likert.ci_high <= 4
+    assert describe([4.0, 3.67, 3.67]).ci_high > 4  # what the t interval said
+    assert describe([True, True, False, None]).interval == "Wilson score"  # undeclared true/false
+
+
+def test_describe_by_kind():
+    x = [0.0, 0.0, 0.0, 0.3]
+    t = describe(x)
+    assert t.interval == "t" and (t.ci_low, t.ci_high) == pytest.approx(sps.t.interval(0.95, 3, 0.075, sps.sem(x)))
+    assert describe(x, bounds=(0.0, 1.0)).ci_low >= 0.0  # bounds: a score, no clipping needed
+    assert describe([0, 0, 0, 3], kind=count()).ci_low >= 0
+    shares = describe([0.9, 1.0, 1.0, 0.95, 1.0], kind=proportion())
+    assert shares.interval.startswith("bootstrap") and 0 <= shares.ci_low <= shares.mean <= shares.ci_high <= 1
+    assert shares == describe([1.0, 0.95, 1.0, 1.0, 0.9], kind=proportion())  # order does not matter
+    wrong = describe([0.5, 1.5], kind=proportion())
+    assert wrong.ci_low is None and "leave the declared range [0, 1]" in wrong.interval
+    assert describe([0.5], kind=proportion()).ci_low is None and describe([]).n == 0
+    assert describe(["a", "b", None]).kind == "category" and describe(["a", "b", None]).n == 2
+
+
+@given(st.one_of(st.none(), st.floats(-2, 2)), st.one_of(st.none(), st.floats(-2, 2)),
+       st.one_of(st.none(), st.floats(-2, 2)))
+def test_error_bars_are_never_negative(centre, lo, hi):
+    below, above = error_bar(centre, lo, hi)
+    assert below >= 0 and above >= 0
+
+
+# -- properties ---------------------------------------------------------------------------
+
+KINDS = {"share": proportion(), "likert": score(1, 4), "cosine": score(-1, 1), "n": count(), "x": continuous()}
+
+
+def values_of(kind_name: str, n: int) -> st.SearchStrategy:
+    element = {
+        "share": st.sampled_from([0.0, 1.0]) | st.floats(0, 1),
+        "yes_no": st.sampled_from([0.0, 1.0]),
+        "likert": st.floats(1, 4),
+        "cosine": st.floats(-1, 1),
+        "n": st.integers(0, 20).map(float),
+        "x": st.floats(-100, 100),
+    }[kind_name]
+    return st.lists(element.map(lambda v: round(v, 3)), min_size=n, max_size=n)
+
+
+@st.composite
+def arms(draw, binary: bool | None = None):
+    name = draw(st.sampled_from(["yes_no"] if binary else list(KINDS)))
+    kind = proportion() if name == "yes_no" else KINDS[name]
+    n = draw(st.integers(2, 20))
+    return kind, draw(values_of(name, n)), draw(values_of(name, n))
+
+
+@settings(deadline=None, max_examples=60)
+@given(arms())
+def test_every_interval_of_a_bounded_metric_lies_in_its_bounds(case):
+    kind, a, b = case
+    s = describe(a, kind=kind)
+    if kind.bounded and s.ci_low is not None:
+        assert kind.low <= s.ci_low <= s.mean <= s.ci_high <= kind.high
+    for paired in (True, False):
+        row = decide({"m": compare_one(a, b, kind, paired_samples=paired, seed=1)}, family="metrics")["m"]
+        if kind.bounded and row["ci_low"] is not None:
+            assert -kind.span() <= row["ci_low"] <= row["ci_high"] <= kind.span()
+
+
+@settings(deadline=None, max_examples=60)
+@given(arms())
+def test_p_lies_in_0_1_and_never_below_the_exact_smallest(case):
+    kind, a, b = case
+    for paired in (True, False):
+        row = compare_one(a, b, kind, paired_samples=paired, seed=2).row
+        if row["p_value"] is not None:
+            assert 0 < row["p_value"] <= 1
+        if paired and row["test"] in ("exact sign-flip", "exact McNemar"):
+            assert row["p_value"] >= 2.0 ** (1 - row["n_pairs"]) - 1e-15
+
+
+@settings(deadline=None, max_examples=40)
+@given(arms(), st.randoms(use_true_random=False))
+def test_shuffling_the_trials_changes_nothing(case, rnd):
+    kind, a, b = case
+    order = list(range(len(a)))
+    rnd.shuffle(order)
+    for paired in (True, False):
+        one = decide({"m": compare_one(a, b, kind, paired_samples=paired, seed=3)}, family="metrics")
+        two = decide({"m": compare_one([a[i] for i in order], [b[i] for i in order], kind, paired_samples=paired,
+                                       seed=3)}, family="metrics")
+        assert one == two
+    assert describe(a, kind=kind) == describe([a[i] for i in order], kind=kind)
+
+
+@settings(deadline=None, max_examples=80)
+@given(st.lists(arms(), min_size=1, max_size=4))
+def test_an_interval_that_excludes_0_comes_with_a_significant_row(cases):
+    # Guaranteed for the paired tests: the sign-flip interval is the test's inversion and
+    # the paired yes/no interval contains the exact McNemar inversion; intervals are at
+    # the family's Bonferroni level, and Holm rejects whatever Bonferroni rejects.
+    pending = {i: compare_one(a, b, kind, paired_samples=True, seed=4) for i, (kind, a, b) in enumerate(cases)}
+    for row in decide(pending, family="metrics").values():
+        if row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0):
+            assert row["significant"] is True, row
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(-30, 30).map(lambda v: v / 10), min_size=2, max_size=10),
+       st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+def test_the_sign_flip_interval_inverts_the_test(d, level):
+    flip = sign_flip(d)
+    lo, hi = flip.interval(level)
+    assume(lo is not None)
+    for shift in sorted({*np.linspace(min(d) - 1, max(d) + 1, 41).round(6), lo, hi}):
+        rejected = sign_flip([x - shift for x in d]).p < 1 - level
+        assert rejected == (shift < lo - 1e-9 or shift > hi + 1e-9), (shift, lo, hi)
+
+
+@given(st.integers(0, 15), st.integers(0, 15), st.integers(0, 15), st.integers(0, 15),
+       st.sampled_from([0.95, 0.99, 1 - 0.05 / 15]))
+def test_paired_yes_no_intervals(both, only_a, only_b, neither, level):
+    assume(both + only_a + only_b + neither > 0)
+    n = both + only_a + only_b + neither
+    lo, hi = paired_proportion_ci(both, only_a, only_b, neither, level)
+    assert -1 <= lo <= (only_a - only_b) / n <= hi <= 1
+    e_lo, e_hi = mcnemar_exact_ci(both, only_a, only_b, neither, level)
+    assert lo <= e_lo and e_hi <= hi
+    if only_a + only_b:
+        assert (e_lo > 0 or e_hi < 0) == (mcnemar_exact(only_a, only_b) < 1 - level)
+
+
+def test_many_pairs_use_seeded_random_sign_patterns():
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.3, 1, size=MAX_EXACT_PAIRS + 14)
+    one, two = sign_flip(d, seed=7), sign_flip(d, seed=7)
+    assert not one.exact and one.patterns == RANDOM_PATTERNS + 1 and one.p == two.p
+    assert one.p == pytest.approx(sps.ttest_1samp(d, 0).pvalue, abs=0.02)  # close to the t-test's at n = 30
+    assert sign_flip(np.full(40, 0.2)).p == pytest.approx(2 / (RANDOM_PATTERNS + 1))
+    shuffled = d.copy()
+    random.Random(1).shuffle(shuffled)
+    assert sign_flip(shuffled, seed=7).p == one.p
+
+
+# -- one family, one adjusted p, one decision -------------------------------------------------
+
+def test_every_row_has_one_adjusted_p_and_its_family():
+    a = rows(x=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], y=[0.0, 0.1, 0.2, 0.3, 0.2, 0.1], z=[1, 1, 0, 1, 1, 1])
+    b = rows(x=[2.0, 3.0, 4.0, 5.5, 6.1, 7.2], y=[0.0, 0.1, 0.2, 0.31, 0.3, 0.0], z=[0, 1, 0, 0, 0, 0])
+    out = compare_metrics(a, b, ["x", "y", "z"], paired_samples=True, seed=1, kinds={"z": proportion()})
+    ps = [out[k]["p_value"] for k in "xyz"]
+    for k, adj in zip("xyz", holm(ps)):
+        row = out[k]
+        assert row["family"] == "Holm across 3 metrics" and row["p_adjusted"] == pytest.approx(adj)
+        assert row["significant"] == (adj < 0.05)
+        assert row["ci_level"] == pytest.approx(1 - 0.05 / 3) and row["ci_adjustment"] == "Bonferroni across 3 metrics"
+        assert not any("holm" in key for key in row), row
+        assert row["decided_by"] == ("paired test chosen by each metric's kind (named per row), Holm across 3 "
+                                     "metrics, adjusted p < 0.05")
+    assert out["z"]["test"] == "exact McNemar" and out["x"]["test"] == "exact sign-flip"
+
+
+def test_unpaired_comparison_uses_welch_and_fisher():
+    a = rows(x=[1.0, 2.0, 3.0, 4.0], ok=[1, 1, 1, 0])
+    b = rows(x=[2.0, 3.0, 4.0, 5.5], ok=[0, 0, 1, 0])
+    out = compare_metrics(a, b, ["x", "ok"], paired_samples=False, seed=1, kinds={"ok": proportion()})
+    res = sps.ttest_ind([1, 2, 3, 4], [2, 3, 4, 5.5], equal_var=False)
+    assert out["x"]["test"] == "Welch t-test" and out["x"]["p_value"] == pytest.approx(res.pvalue)
+    assert (out["x"]["ci_low"], out["x"]["ci_high"]) == pytest.approx(tuple(res.confidence_interval(1 - 0.05 / 2)))
+    assert out["ok"]["test"] == "Fisher's exact" and out["ok"]["p_value"] == pytest.approx(fisher_exact(3, 4, 1, 4))
+    assert out["x"]["delta_mean"] == pytest.approx(-1.125) and "n_pairs" not in out["x"]
+
+
+def test_comparisons_are_seeded_and_paired_needs_equal_lengths():
+    a, b = rows(m=[0.1, 0.5, 0.2, 0.9] * 5), rows(m=[0.3, 0.1, 0.0, 0.4] * 5)
+    assert compare_metrics(a, b, ["m"], paired_samples=True, seed=9) == compare_metrics(
+        a, b, ["m"], paired_samples=True, seed=9)
+    with pytest.raises(ValueError):
+        compare_metrics(a, b[:3], ["m"], paired_samples=True, seed=9)
+
+
+def test_trials_without_readable_data_are_left_out_and_counted():
+    a = [0.9, None, 0.7, 0.8, 0.6, 0.75]
+    b = [0.1, 0.2, 0.3, None, float("nan"), 0.15]
+    out = compare_metrics(rows(m=a), rows(m=b), ["m"], paired_samples=True, seed=1)["m"]
+    assert (out["n_undefined_a"], out["n_undefined_b"]) == (1, 2)
+    assert (out["n_a"], out["n_b"], out["n_pairs"]) == (5, 4, 3)
+    assert out["mean_a"] == pytest.approx(sum([0.9, 0.7, 0.8, 0.6, 0.75]) / 5)
+    # Only the pairs with both sides defined enter the paired test.
+    assert out["p_value"] == pytest.approx(brute_sign_flip([0.9 - 0.1, 0.7 - 0.3, 0.75 - 0.15]))
+
+    from simcore.cli import format_arms
+
+    summary = {"mode": "monte_carlo", "scenario": "s", "n_trials": 6, "failed_trials": [],
+               "counterfactual": {"field": "f", "A": True, "B": False},
+               "statistical_comparison": {"difference_summary": {"m": out}},
+               "run_A_aggregate": {}, "run_B_aggregate": {}}
+    text = format_arms(summary)
+    assert "(3 trials without readable data left out)" in text and "intervals at 95%, not adjusted (one test)" in text
