@@ -23,10 +23,9 @@ cooperation in the last round), ``superrationality_score`` its overall score,
 its convergence round (the number of rounds when the trend did not converge).
 
 Intervals: with two trials or more, over trials (the trial is the unit):
-:func:`simcore.stats.describe_proportion` for the two shares, and
-:func:`simcore.stats.describe` within the quantity's bounds for the score and the
-round. With one trial, the shares get the Wilson interval of the run's own count
-(:func:`simcore.stats.proportion_ci`: final-round games, readable strategies),
+:func:`simcore.stats.describe` with each metric's declared kind
+(:data:`~scenarios.acausal_cooperation.analysis.KINDS`). With one trial, the
+shares get the Wilson interval of the run's own count (:func:`simcore.stats.proportion_ci`: final-round games, readable strategies),
 which treats games as independent though players repeat; the score and the
 round get none. ``interval`` in each row says which.
 
@@ -48,6 +47,7 @@ import pandas as pd
 
 from backends.errors import BackendConfigError
 from backends.registry import BackendSpec
+from scenarios.acausal_cooperation.analysis import KINDS
 from scenarios.acausal_cooperation.config import AcausalConfig
 from simcore.cli import (
     OneLineParser,
@@ -75,15 +75,15 @@ from simcore.records import (
     write_json,
 )
 from simcore.rng import derive_seed
-from simcore.stats import describe, describe_proportion, proportion_ci
+from simcore.stats import describe, proportion_ci
 
 DEFAULT_CONFIGS = ("baseline", "high_temp", "low_temp")
-#: The original experiment's columns: (column, metric, kind).
+#: The original experiment's columns: (column, metric); intervals follow the metric's kind.
 COLUMNS = (
-    ("cooperation_rate", "final_cooperation_rate", "proportion"),
-    ("superrationality_score", "superrationality_score", "score"),
-    ("identity_reasoning", "identity_reasoning_frequency", "proportion"),
-    ("convergence_round", "convergence_round", "round"),
+    ("cooperation_rate", "final_cooperation_rate"),
+    ("superrationality_score", "superrationality_score"),
+    ("identity_reasoning", "identity_reasoning_frequency"),
+    ("convergence_round", "convergence_round"),
 )
 
 
@@ -185,18 +185,13 @@ def comparison_rows(c: Comparison) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": cfg.experiment_name or name, "config": name, "trials": len(ok),
                                "trials_failed": len(c.trials[name]) - len(ok)}
         per_trial = len(ok) >= 2
-        for column, metric, kind in COLUMNS:
-            values = [r["metrics"].get(metric) for r in ok]
-            if kind == "proportion":
-                summary = describe_proportion(values)
-                lo, hi = summary.ci_low, summary.ci_high
-                if not per_trial and ok:
-                    counts = _counts(ok[0], metric)
-                    lo, hi = proportion_ci(*counts) if counts else (None, None)
-            else:
-                bounds = (0.0, 1.0) if kind == "score" else (1.0, float(cfg.rounds))
-                summary = describe(values, bounds=bounds)
-                lo, hi = summary.ci_low, summary.ci_high
+        for column, metric in COLUMNS:
+            kind = KINDS[metric]
+            summary = describe([r["metrics"].get(metric) for r in ok], kind=kind)
+            lo, hi = summary.ci_low, summary.ci_high
+            if kind.name == "proportion" and not per_trial and ok:
+                counts = _counts(ok[0], metric)
+                lo, hi = proportion_ci(*counts) if counts else (None, None)
             row.update({column: summary.mean, f"{column}_ci_low": lo, f"{column}_ci_high": hi})
         row["converged_trials"] = sum(bool(r["metrics"].get("converged")) for r in ok)
         row["interval"] = (
