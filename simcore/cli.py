@@ -101,7 +101,8 @@ def add_analysis_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("analysis")
     group.add_argument(
         "--device", default=None, metavar="auto|cpu|cuda|mps",
-        help="where embeddings are computed: auto picks a GPU when torch sees one (default: auto)",
+        help="where embeddings are computed: auto picks a GPU when torch sees one, cuda and mps need the "
+        "gpu extra (default: auto)",
     )
     group.add_argument(
         "--embed-cache", default=None, metavar="DIR|none",
@@ -130,6 +131,9 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         os.environ[embeddings.DEVICE_ENV] = device
+    note = embeddings.gpu_fallback_note()
+    if note:
+        print(note, file=sys.stderr)
     cache = getattr(args, "embed_cache", None)
     if cache is not None:
         if not cache.strip():

@@ -13,7 +13,9 @@
   both keyed by the sha256 of the text; the disk cache also by model and engine,
   device and dtype. The same text gives the exact same vector, whatever the call order.
 - **Devices and engines.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU
-  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. On the CPU the
+  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. torch,
+  transformers and sentence-transformers are the optional extra ``gpu``: without
+  them ``auto`` is the CPU and ``cuda`` or ``mps`` is refused in one line. On the CPU the
   model runs in numpy (:mod:`simcore.minilm`: no torch to import, so a small run
   starts encoding in a fraction of a second); on a GPU it runs in
   sentence-transformers, inputs on the model's device. Vectors come back to the
@@ -41,6 +43,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import importlib.util
 import os
 import queue
 import sys
@@ -98,8 +101,13 @@ def check_device(name: str) -> str:
     """
     if name not in DEVICES:
         raise ValueError(f"device: must be one of {', '.join(DEVICES)}; got {name!r}")
-    if name == "cpu" or (name == "auto" and "torch" not in sys.modules and not accelerator_possible()):
+    if name == "cpu" or (name == "auto" and "torch" not in sys.modules
+                         and (not accelerator_possible() or missing_gpu_packages())):
         return "cpu"  # without importing torch (0.7 s), which a run whose texts are all cached never needs
+    missing = missing_gpu_packages()
+    if missing:
+        raise ValueError(f"device: {name} needs {' and '.join(missing)}, not installed here; install the gpu "
+                         f"extra ({GPU_INSTALL}) or use --device cpu")
     import torch
 
     cuda = torch.cuda.is_available()
@@ -110,6 +118,27 @@ def check_device(name: str) -> str:
         raise ValueError(f"device: {name} was asked for but torch sees no {name} device here; "
                          "use --device cpu or auto")
     return name
+
+
+# The packages the GPU encoder imports (the extra ``gpu``), by distribution and module name.
+GPU_PACKAGES = {"torch": "torch", "transformers": "transformers", "sentence-transformers": "sentence_transformers"}
+GPU_INSTALL = "pip install -c constraints.txt -e '.[gpu]'"
+
+
+def missing_gpu_packages() -> list[str]:
+    """The GPU encoder's packages that cannot be imported here (found without importing them)."""
+    return [dist for dist, module in GPU_PACKAGES.items() if importlib.util.find_spec(module) is None]
+
+
+def gpu_fallback_note() -> str | None:
+    """One line for ``auto`` on a machine with a GPU driver but without the GPU encoder, else None."""
+    if requested_device() != "auto" or not any(os.path.exists(p) for p in ACCELERATOR_FILES):
+        return None
+    missing = missing_gpu_packages()
+    if not missing:
+        return None
+    return (f"note: this machine may have a GPU, but {' and '.join(missing)} is not installed; embeddings "
+            f"run on the CPU ({GPU_INSTALL} to use the GPU)")
 
 
 # Device files a GPU driver creates (NVIDIA, AMD ROCm, WSL's GPU); without any, torch sees no GPU.
