@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import os
 import sys
@@ -49,10 +50,28 @@ from simcore.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line on stderr, exit status 2."""
+    """An ArgumentParser whose errors are a single line on stderr, exit status 2.
+
+    A flag it does not know gets the closest one it does, as a name does
+    (``--rouds``: "did you mean --rounds?"); argparse itself learns this only in Python 3.14.
+    """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        head = "unrecognized arguments: "
+        if not message.startswith(head):
+            return ""
+        known = sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
+        guesses = []
+        for token in message.removeprefix(head).split():
+            flag = token.split("=", 1)[0]
+            if flag.startswith("-") and flag not in known:
+                guesses += [(flag, m) for m in difflib.get_close_matches(flag, known, n=1, cutoff=0.7)]
+        if len(guesses) == 1:
+            return f"; did you mean {guesses[0][1]}?"
+        return f"; did you mean {', '.join(f'{m} (for {flag})' for flag, m in guesses)}?" if guesses else ""
 
 
 def say(text: str) -> None:

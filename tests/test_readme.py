@@ -71,6 +71,14 @@ def test_links_stay_in_the_repository_and_resolve(page):
     assert "shared/seeds" not in path.read_text()
 
 
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
+def test_docs_send_readers_to_pages_not_to_readme_sections(page):
+    """A docs page links the page that holds a topic (the tutorial once pointed at a README
+    section "Real LLM backends" that lives in docs/backends.md)."""
+    text = (ROOT / page).read_text()
+    assert not re.search(r"README'?s? (section )?\"", text), f"{page} refers to a README section by name"
+
+
 def test_every_scenario_has_a_page_and_the_readme_links_it():
     for name in SCENARIOS:
         assert (ROOT / "docs" / "scenarios" / f"{name}.md").is_file(), name
