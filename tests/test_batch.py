@@ -205,6 +205,26 @@ def test_a_finished_sweep_run_again_returns_its_results_and_runs_nothing(tmp_pat
         run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False)
 
 
+def test_the_progress_line_ends_on_the_summary_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The last progress line (a log: not a terminal) shows the calls and tokens the summary counts,
+    on a first pass and on a resume that re-runs the failed trials."""
+    import re
+
+    from tqdm import tqdm
+
+    def last_totals() -> tuple[int, str, int]:
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep: ")]
+        calls, tokens, fail = re.search(r"fail=(\d+) calls=([\d,]+) tok=(\S+)", lines[-1]).group(2, 3, 1)
+        return int(calls.replace(",", "")), tokens, int(fail)
+
+    kw = dict(grid={"words": [5, 9]}, base={"fail_every": 3}, executor="serial", out=tmp_path / "s", plot=False,
+              progress=True)
+    for resume in (False, True):
+        summary = run_sweep(FLAKY, 7, resume=resume, **kw).attrs["summary"]
+        assert summary["n_error"] > 0 and summary["calls"] > 0
+        assert last_totals() == (summary["calls"], tqdm.format_sizeof(summary["tokens"]), summary["n_error"])
+
+
 def test_the_readme_sweep_run_twice_prints_its_table_and_resume_finds_its_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)  # the default directory, runs/sweeps/<scenario>-<id>, lands here
