@@ -274,7 +274,7 @@ def test_serial_equals_asyncio(tmp_path_factory: pytest.TempPathFactory, words: 
 
 @pytest.mark.parametrize(("executor", "concurrency", "peak"), [("serial", 6, 1), ("asyncio", 6, 6), ("asyncio", 3, 3)])
 def test_asyncio_overlaps_trials_up_to_the_concurrency(tmp_path: Path, executor: str, concurrency: int, peak: int) -> None:
-    SlowStub.peak = 0
+    SlowStub.reset(target=peak)
     df = run_sweep(SLOW, 12, executor=executor, concurrency=concurrency, out=tmp_path / "s", plot=False)
     assert (df["status"] == "ok").all()
     assert SlowStub.peak == peak
