@@ -31,7 +31,13 @@ from backends.base import canonical_json
 from backends.registry import BackendSpec, replay_backend
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
-from simcore.readers import DamagedFile, check_trace, read_cassette, read_manifest, read_results
+from simcore.readers import (
+    DamagedFile,
+    check_trace,
+    read_cassette,
+    read_manifest,
+    read_results,
+)
 from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
 from simcore.trace import StreamedTrace, Trace, first_difference
