@@ -411,11 +411,13 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = 
 
 
 def _headline(summary: Mapping[str, Any]) -> str:
+    # (a summary written before calls were counted has none)
+    usage = [f"calls {summary['calls']:,}"] if "calls" in summary else []
+    usage += [f"tokens {summary['tokens']:,}", f"cost ${summary['cost_usd']:.4f}"]
     return (
         f"sweep {summary['sweep_id']} ({summary['scenario']}): {summary['n_planned']} trials planned, "
         + ", ".join(f"{summary['n_' + s]} {s}" for s in STATUSES if summary["n_" + s] or s == "ok")
-        + ("" if summary.get("calls") is None else f"; calls {summary['calls']:,}")
-        + f"{',' if 'calls' in summary else ';'} tokens {summary['tokens']:,}, cost ${summary['cost_usd']:.4f}"
+        + "; " + ", ".join(usage)
     )
 
 
