@@ -60,7 +60,7 @@ def test_unknown_flag_is_one_line(tmp_path):
 ])
 def test_a_misspelt_flag_gets_the_closest_one(tmp_path, module, argv, message):
     out = [] if module == "simcore.replay" else ["--out", str(tmp_path / "runs")]  # (replay writes nothing)
-    res = subprocess.run([sys.executable, "-m", module, *out, *argv], cwd=tmp_path,
+    res = subprocess.run([sys.executable, "-m", module, *argv, *out], cwd=tmp_path,
                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == f"python -m {module}: error: {message}\n"
