@@ -31,7 +31,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
 from backends.base import Backend, LLMRequest, LLMResponse, Usage
@@ -122,18 +122,22 @@ class TokenBucket:
     """A token bucket refilled continuously at ``rate`` per second, holding ``capacity``.
 
     A take larger than the capacity waits for a full bucket and leaves it in
-    debt, so one big request is never refused, only paced.
+    debt, so one big request is never refused, only paced. ``clock`` and ``sleep``
+    are the monotonic clock and the wait (tests pace a bucket on a clock of their own).
     """
 
-    def __init__(self, rate: float, capacity: float) -> None:
+    def __init__(self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.rate = rate
         self.capacity = max(1.0, capacity)
+        self.clock = clock
+        self.sleep = sleep
         self.level = self.capacity
-        self.stamp = time.monotonic()
+        self.stamp = clock()
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     def _refill(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
 
@@ -151,7 +155,7 @@ class TokenBucket:
                 if self.level >= need:
                     self.level -= amount
                     return
-                await asyncio.sleep((need - self.level) / self.rate)
+                await self.sleep((need - self.level) / self.rate)
 
     def give_back(self, amount: float) -> None:
         """Return tokens that were taken but not used (a reply shorter than ``max_tokens``)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import os
 import sys
@@ -49,10 +50,28 @@ from simcore.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line on stderr, exit status 2."""
+    """An ArgumentParser whose errors are a single line on stderr, exit status 2.
+
+    A flag it does not know gets the closest one it does, as a name does
+    (``--rouds``: "did you mean --rounds?"); argparse itself learns this only in Python 3.14.
+    """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        head = "unrecognized arguments: "
+        if not message.startswith(head):
+            return ""
+        known = sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
+        guesses = []
+        for token in message.removeprefix(head).split():
+            flag = token.split("=", 1)[0]
+            if flag.startswith("-") and flag not in known:
+                guesses += [(flag, m) for m in difflib.get_close_matches(flag, known, n=1, cutoff=0.7)]
+        if len(guesses) == 1:
+            return f"; did you mean {guesses[0][1]}?"
+        return f"; did you mean {', '.join(f'{m} (for {flag})' for flag, m in guesses)}?" if guesses else ""
 
 
 def say(text: str) -> None:
@@ -102,7 +121,8 @@ def add_analysis_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("analysis")
     group.add_argument(
         "--device", default=None, metavar="auto|cpu|cuda|mps",
-        help="where embeddings are computed: auto picks a GPU when torch sees one (default: auto)",
+        help="where embeddings are computed: auto picks a GPU when torch sees one, cuda and mps need the "
+        "gpu extra (default: auto)",
     )
     group.add_argument(
         "--embed-cache", default=None, metavar="DIR|none",
@@ -131,6 +151,9 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         os.environ[embeddings.DEVICE_ENV] = device
+    note = embeddings.gpu_fallback_note()
+    if note:
+        print(note, file=sys.stderr)
     cache = getattr(args, "embed_cache", None)
     if cache is not None:
         if not cache.strip():
@@ -143,15 +166,23 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
 
 
 def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
-    """Name a damaged embedding cache before any work, if any of ``configs`` embeds texts.
+    """Before any work, if any of ``configs`` embeds texts: name missing encoder weights
+    and a damaged embedding cache.
 
     Raises:
+        ConfigError: one line saying what to install, for weights that are not installed.
         DamagedFile: one line naming the cache file and how to go on.
     """
     from simcore import embed_cache, embeddings
 
+    if scenario.embeds is None or not any(scenario.embeds(c) for c in configs):
+        return
+    try:
+        embeddings.check_weights()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     where = embed_cache.cache_dir()
-    if where is not None and scenario.embeds is not None and any(scenario.embeds(c) for c in configs):
+    if where is not None:
         embed_cache.DiskCache(where / embed_cache.FILE, embeddings.DIM).check()
 
 

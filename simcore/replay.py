@@ -7,6 +7,9 @@ run on a real backend is answered from its ``cassette.sqlite``, offline and
 without a key. The new trace is compared line by line with
 the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
 first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
+With ``--analysis`` the scenario's analysis runs too, and its metrics are compared
+with the ones ``results.json`` records: it prints how many match, or each one that
+differs, recorded against recomputed (and exits 1 when one does).
 
 Every file is read through :mod:`simcore.readers` and checked before the run
 starts: a recorded trace whose sha256 is not the one its manifest records is
@@ -16,17 +19,25 @@ reported as damaged (exit 2), never as a replay that differs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from backends.base import canonical_json
 from backends.registry import BackendSpec, replay_backend
 from simcore.cli import OneLineParser, fail
 from simcore.config import ConfigError
-from simcore.readers import DamagedFile, check_trace, read_cassette, read_manifest
+from simcore.readers import (
+    DamagedFile,
+    check_trace,
+    read_cassette,
+    read_manifest,
+    read_results,
+)
 from simcore.runner import close_backend, run_trial_async
 from simcore.scenario import load_scenario
 from simcore.trace import StreamedTrace, Trace, first_difference
@@ -43,6 +54,9 @@ class ReplayResult:
         first_diff: Index of the first differing event, or None.
         recorded: That event as recorded (or None past the end).
         replayed: That event as replayed (or None past the end).
+        metrics: With the analysis: the number of metrics ``results.json`` records.
+        metrics_differ: With the analysis: each metric whose recomputed value is not
+            the recorded one, as ``[recorded, recomputed]`` (None: not recomputed).
     """
 
     identical: bool
@@ -51,6 +65,25 @@ class ReplayResult:
     first_diff: int | None = None
     recorded: str | None = None
     replayed: str | None = None
+    metrics: int | None = None
+    metrics_differ: dict[str, list[Any]] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The traces are identical, and so are the metrics if the analysis ran."""
+        return self.identical and not self.metrics_differ
+
+    def analysis_lines(self) -> list[str]:
+        """What the recomputed analysis showed, for the terminal (nothing without the analysis)."""
+        if self.metrics_differ is None:
+            return []
+        if not self.metrics_differ:
+            return [f"analysis recomputed: all {self.metrics} metrics equal the ones results.json records"]
+        lines = [f"analysis recomputed: {len(self.metrics_differ)} of {self.metrics} metrics differ from "
+                 "results.json:"]
+        lines += [f"  {name}: recorded {json.dumps(a)}, recomputed {json.dumps(b)}"
+                  for name, (a, b) in sorted(self.metrics_differ.items())]
+        return lines
 
 
 async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayResult:
@@ -99,10 +132,18 @@ async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayRes
         finally:
             await close_backend(backend)
         try:
-            return _compare(trace_path, manifest["trace_sha256"], trial.trace)
+            result = _compare(trace_path, manifest["trace_sha256"], trial.trace)
         finally:
             if isinstance(trial.trace, StreamedTrace):
                 trial.trace.discard()
+    if not analysis:
+        return result
+    recorded = read_results(run_dir, manifest).get("metrics") or {}
+    # Through JSON, as results.json was written: numpy scalars and NaN compare as recorded.
+    recomputed = json.loads(canonical_json(trial.results.get("metrics") or {}))
+    differ = {name: [value, recomputed.get(name)] for name, value in recorded.items()
+              if canonical_json(value) != canonical_json(recomputed.get(name))}
+    return dataclasses.replace(result, metrics=len(recorded), metrics_differ=differ)
 
 
 def _compare(trace_path: Path, recorded_sha: str, replayed: Trace | StreamedTrace) -> ReplayResult:
@@ -141,14 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(f"cannot replay {args.run_dir}: {exc}")
     if args.json:
         print(json.dumps(result.__dict__, indent=2))
-    elif result.identical:
+        return 0 if result.ok else 1
+    if result.identical:
         print(f"{result.recorded_sha256} identical")
     else:
         print(f"{result.replayed_sha256} differs from recorded {result.recorded_sha256}")
         print(f"first difference at event {result.first_diff}:")
         print(f"  recorded: {result.recorded}")
         print(f"  replayed: {result.replayed}")
-    return 0 if result.identical else 1
+    for line in result.analysis_lines():
+        print(line)
+    return 0 if result.ok else 1
 
 
 if __name__ == "__main__":

@@ -84,20 +84,37 @@ FLAKY_CMP = dataclasses.replace(FLAKY, compare=compare)
 
 
 class SlowStub:
-    """A stub that takes 50 ms of wall time per call and counts calls in flight."""
+    """A stub whose calls wait until ``target`` of them are in flight at once, counting the peak.
+
+    So trials that can overlap do, however slowly each starts on a busy machine: the
+    first calls are held until the target is reached, and then every call passes. If
+    the target is never reached (trials that do not overlap), the calls go on after
+    ``patience_s`` and the peak says how many there were.
+    """
 
     name = "slow-stub"
     in_flight = 0
     peak = 0
+    target = 1
+    reached = False
+    patience_s = 60.0
 
     def __init__(self) -> None:
         self.stub = StubBackend()
+
+    @classmethod
+    def reset(cls, target: int) -> None:
+        cls.in_flight, cls.peak, cls.target, cls.reached = 0, 0, target, False
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         SlowStub.in_flight += 1
         SlowStub.peak = max(SlowStub.peak, SlowStub.in_flight)
         try:
-            await asyncio.sleep(0.05)
+            waited = 0.0
+            while not SlowStub.reached and waited < SlowStub.patience_s:
+                SlowStub.reached = SlowStub.in_flight >= SlowStub.target
+                await asyncio.sleep(0.005)
+                waited += 0.005
             return self.stub.respond(request)
         finally:
             SlowStub.in_flight -= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
+from importlib import metadata
 
 import pytest
 
@@ -29,8 +30,31 @@ context_corrosion = mylab_exp:ALT
 '''
 
 
+class IsolatedMetadata:
+    """What :mod:`simcore.scenario` reads from ``importlib.metadata``, limited to the
+    distributions in ``paths`` (those a test installs), never this environment's."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def entry_points(self, group: str) -> metadata.EntryPoints:
+        dists = metadata.distributions(path=self.paths) if self.paths else ()
+        return metadata.EntryPoints(ep for dist in dists for ep in dist.entry_points if ep.group == group)
+
+
+@pytest.fixture(autouse=True)
+def scenario_distributions(monkeypatch):
+    """Scenario discovery sees no installed package but those a test installs (``installed``),
+    so a user's own scenario package (the tutorial's ``rumour``) changes no test's result."""
+    isolated = IsolatedMetadata()
+    monkeypatch.setattr(scenario_module, "metadata", isolated)
+    scenario_module.clear_cache()
+    yield isolated
+    scenario_module.clear_cache()
+
+
 @pytest.fixture
-def installed(tmp_path, monkeypatch):
+def installed(tmp_path, monkeypatch, scenario_distributions):
     """A distribution installed the way pip installs one: a package and its dist-info."""
     site = tmp_path / "site"
     (site / "mylab_exp").mkdir(parents=True)
@@ -41,6 +65,7 @@ def installed(tmp_path, monkeypatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mylab-exp\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS))
     monkeypatch.syspath_prepend(str(site))
+    scenario_distributions.paths.append(str(site))
     # (the package's ``variant`` function hides its module of the same name)
     monkeypatch.setattr(importlib.import_module("scenarios.perturbation.variant"), "_scenarios", {})
     scenario_module.clear_cache()

@@ -7,6 +7,11 @@ the ``.pth`` files there, such as an editable install of simcore, work too), and
 environment can be imported in the sandbox, ``pip install`` writes only into the
 sandbox, and the shared environment is never changed. pip runs offline: no index,
 no build isolation (the build backend comes from the parent).
+
+Except a user's own scenario packages: the sandbox sees each parent site-packages
+through a view (a directory of links) without the files of any distribution that
+declares a simcore scenario, so a package installed there (the tutorial's
+``rumour``, after its ``pip install -e .``) neither imports nor registers in the sandbox.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import site
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+
+from simcore.scenario import ENTRY_POINT_GROUP
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,10 +71,25 @@ def make_sandbox(root: Path) -> Sandbox:
     box = Sandbox(root)
     purelib = subprocess.run([str(box.python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in parents)
+    parents = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    views = [_view_without_scenario_packages(p, root / f"parent-site-{i}") for i, p in enumerate(parents)]
+    lines = "".join(f"import site; site.addsitedir({str(v)!r})\n" for v in views)
     Path(purelib, "_parent_site_packages.pth").write_text(lines)
     pip = box.bin / "pip"
     pip.write_text(f'#!/bin/sh\nexec "{box.python}" -m pip "$@"\n')
     pip.chmod(0o755)
     return box
+
+
+def _view_without_scenario_packages(parent: Path, view: Path) -> Path:
+    """``view``: a link to each entry of the site-packages ``parent``, but for the files of the
+    distributions that declare a simcore scenario (their packages, ``.pth`` files and dist-info)."""
+    hidden: set[str] = set()
+    for dist in metadata.distributions(path=[str(parent)]):
+        if any(ep.group == ENTRY_POINT_GROUP for ep in dist.entry_points):
+            hidden |= {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}
+    view.mkdir()
+    for entry in parent.iterdir():
+        if entry.name not in hidden:
+            (view / entry.name).symlink_to(entry)
+    return view

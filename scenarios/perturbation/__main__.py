@@ -1,5 +1,7 @@
 """``python -m scenarios.perturbation --scenario NAME --perturb SPEC [--perturb SPEC ...]``.
 
+With neither ``--scenario`` nor ``--perturb`` it runs a small default study
+(:data:`DEFAULT_SCENARIO` with :data:`DEFAULT_PERTURB`, one pair), saying so.
 Runs a perturbation study (see :mod:`simcore.perturbation.study`): for each of
 ``--pairs`` seeds, a clean baseline and one perturbed run per ``--perturb``, with
 the same seed and config, plus ``--noise-floor`` re-runs of each baseline.
@@ -38,6 +40,9 @@ from simcore.perturbation.pairs import REUSE, pair_seeds
 from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m scenarios.perturbation"
+# The study run with no flags: P1's round-2 message dropped before the others hear it.
+DEFAULT_SCENARIO = "context_corrosion"
+DEFAULT_PERTURB = "drop:agent=P1,round=2"
 STUDY_FLAGS = ("scenario", "perturb", "pairs", "noise_floor", "reuse", "no_plot", "no_progress")
 
 EPILOG = f"""\
@@ -75,11 +80,13 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s = parser.add_argument_group("study")
-    s.add_argument("--scenario", required=add_help, default=None,
+    s.add_argument("--scenario", default=None,
                    help="the scenario to perturb: a name python -m simcore.run --list shows (e.g. "
-                        "context_corrosion) or a dotted path (mypkg.myexp[:SCENARIO])")
+                        "context_corrosion) or a dotted path (mypkg.myexp[:SCENARIO]) (default: "
+                        f"{DEFAULT_SCENARIO})")
     s.add_argument("--perturb", action="append", default=None, metavar="SPEC",
-                   help="a perturbation (repeat for more; each gets its own pairs)")
+                   help="a perturbation (repeat for more; each gets its own pairs; default, with no "
+                        f"--scenario either: {DEFAULT_PERTURB})")
     s.add_argument("--pairs", default="1", metavar="N",
                    help="pairs per perturbation (seeds: --seed, then ones derived from it; default: 1)")
     s.add_argument("--noise-floor", default=None, metavar="K",
@@ -147,20 +154,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "report":
         return report_main(argv[1:])
     known, _ = build_parser(None, add_help=False).parse_known_args(argv)
-    scenario = None
-    if known.scenario:
-        try:
-            scenario = load_scenario(known.scenario)
-        except ValueError as exc:
-            fail(str(exc))
-        if scenario.name.startswith("perturbation."):
-            fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
-                 f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
-        clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
-        if clash:
-            fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
+    try:
+        scenario = load_scenario(known.scenario or DEFAULT_SCENARIO)
+    except ValueError as exc:
+        fail(str(exc))
+    if scenario.name.startswith("perturbation."):
+        fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
+             f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
+    clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
+    if clash:
+        fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
     args = build_parser(scenario).parse_args(argv)
-    assert scenario is not None  # --scenario is required
+    if args.scenario is None and not args.perturb:
+        args.perturb = [DEFAULT_PERTURB]
+        print(f"the default study: {DEFAULT_SCENARIO} with --perturb {DEFAULT_PERTURB!r} (P1's round-2 "
+              "message dropped), one pair; --scenario and --perturb choose another", file=sys.stderr)
     from simcore.perturbation.study import (
         cost_record,
         format_summary,
@@ -170,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if not args.perturb:
-            raise ConfigError("perturb: give at least one --perturb SPEC")
+            raise ConfigError(f"perturb: give at least one --perturb SPEC for {scenario.name}")
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)

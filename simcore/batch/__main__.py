@@ -105,9 +105,10 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
     o.add_argument("--out", default=None, metavar="DIR",
                    help="the sweep directory (default: runs/sweeps/<scenario>-<sweep id>)")
     o.add_argument("--resume", action="store_true",
-                   help="finish the sweep in --out after a crash, kill or stop: run the trials not yet "
-                        "finished and re-run (same seed) those that failed; flags not given are taken from "
-                        "its sweep.json, flags that define the sweep must match it")
+                   help="finish the sweep in --out (without --out: the one these flags started in its default "
+                        "directory) after a crash, kill or stop: run the trials not yet finished and re-run "
+                        "(same seed) those that failed; flags not given are taken from its sweep.json, flags "
+                        "that define the sweep must match it")
     o.add_argument("--keep-failed", action="store_true",
                    help="with --resume: keep failed trials as they are instead of re-running them")
     o.add_argument("--dry-run", action="store_true",
@@ -139,7 +140,7 @@ def resolve(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
     stored = None
     if args.resume:
         if args.out is None:
-            raise ConfigError("resume: needs --out DIR, the sweep directory to finish")
+            args.out = str(default_dir(scenario, args))
         stored = read_definition(args.out) if Path(args.out).is_dir() else None
         if stored is None:
             raise ConfigError(f"resume: {args.out} holds no sweep to resume (no sweep.json)")
@@ -172,6 +173,24 @@ def resolve(scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
         "trials": trials, "grid": grid, "conditions": conditions, "base": base,
         "seed": seed, "seed_scope": seed_scope, "spec": resolve_spec(args, stored),
     }
+
+
+def default_dir(scenario: Scenario, args: argparse.Namespace) -> Path:
+    """``--resume`` without ``--out``: the directory the first run chose from these same flags.
+
+    Raises:
+        ConfigError: when the flags do not define a sweep, or no sweep of them is there.
+    """
+    first = argparse.Namespace(**{**vars(args), "resume": False})
+    try:
+        kw = resolve(scenario, first)
+    except ConfigError as exc:
+        raise ConfigError(f"resume: without --out, give the flags the sweep was started with; {exc}") from None
+    where = default_out(plan_sweep(scenario, kw.pop("trials"), kw.pop("grid"), **kw))
+    if read_definition(where) is None:
+        raise ConfigError(f"resume: these flags started no sweep here ({where} holds none); give the flags it "
+                          "was started with, or --out DIR")
+    return where
 
 
 def resolve_spec(args: argparse.Namespace, stored: dict[str, Any] | None) -> BackendSpec:

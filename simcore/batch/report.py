@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shlex
 from pathlib import Path
@@ -32,7 +33,7 @@ from simcore.batch.worker import FAILURE_KINDS, OTHER_KIND
 from simcore.calibrate import annotate
 from simcore.metric_kinds import proportion
 from simcore.readers import read_run
-from simcore.records import atomic_write, write_json
+from simcore.records import atomic_write
 from simcore.rng import derive_seed
 
 METRIC_PREFIX = "metric_"
@@ -169,6 +170,7 @@ def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, A
         "n_planned": int(len(df)),
         **{f"n_{s}": int(counts.get(s, 0)) for s in STATUSES},
         "cost_usd": float(df["cost_usd"].fillna(0).sum()),
+        "calls": int(df["calls"].fillna(0).sum()),
         "tokens": int(df["tokens"].fillna(0).sum()),
         "skipped": [{"run_id": r, "reason": e} for r, e in zip(skipped["run_id"], skipped["error"])],
         "parse_quality": quality_of(df),
@@ -302,7 +304,9 @@ def write_outputs(plan: SweepPlan, df: pd.DataFrame, summary: Mapping[str, Any],
         files["plot"] = sweep_dir / "plots" / "metrics.png"
         plot_metrics(plan, summary, files["plot"])
     out = {k: str(v) for k, v in files.items()}
-    write_json(files["summary_json"], {**summary, "files": out})
+    # In the order the report prints (metrics as the scenario compares them), not key-sorted:
+    # a finished sweep run again prints its table from this file.
+    atomic_write(files["summary_json"], json.dumps({**summary, "files": out}, indent=2) + "\n")
     return out
 
 
@@ -419,10 +423,13 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = 
 
 
 def _headline(summary: Mapping[str, Any]) -> str:
+    # (a summary written before calls were counted has none)
+    usage = [f"calls {summary['calls']:,}"] if "calls" in summary else []
+    usage += [f"tokens {summary['tokens']:,}", f"cost ${summary['cost_usd']:.4f}"]
     return (
         f"sweep {summary['sweep_id']} ({summary['scenario']}): {summary['n_planned']} trials planned, "
         + ", ".join(f"{summary['n_' + s]} {s}" for s in STATUSES if summary["n_" + s] or s == "ok")
-        + f"; tokens {summary['tokens']:,}, cost ${summary['cost_usd']:.4f}"
+        + "; " + ", ".join(usage)
     )
 
 

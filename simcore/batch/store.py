@@ -75,6 +75,31 @@ def read_backend_options(path: str | Path) -> dict[str, Any]:
     return dict(read_record(file).get("backend_options") or {}) if file.is_file() else {}
 
 
+def finished_summary(path: str | Path, plan: SweepPlan) -> dict[str, Any] | None:
+    """The summary of the finished sweep of ``plan`` in ``path``, or None.
+
+    Finished: the directory holds this very sweep (the same definition), no trial
+    is pending, and its tables were written after the ledger's last line (the
+    summary counts every attempt the ledger holds), so they show every trial.
+    """
+    path = Path(path)
+    summary_file = path / "summary.json"
+    try:
+        stored = read_definition(path) if path.is_dir() else None
+        if stored is None or not summary_file.is_file() or not (path / "results.parquet").is_file():
+            return None
+        if stored != json.loads(canonical_json(plan.definition())):
+            return None
+        summary = read_record(summary_file)
+    except DamagedFile:
+        return None  # --resume reads it, names what is damaged and writes the tables again
+    ledger = path / LEDGER
+    lines = ledger.read_text(encoding="utf-8", errors="replace").splitlines() if ledger.is_file() else []
+    if summary.get("n_pending") or summary.get("attempts") != len(lines):
+        return None
+    return summary
+
+
 class SweepStore:
     """Owns a sweep directory while a sweep runs in it (holds an exclusive lock).
 
@@ -117,9 +142,12 @@ class SweepStore:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise ConfigError(f"out: {self.path} exists and is not empty; choose another --out")
             return
-        if not self.resume:
-            raise ConfigError(f"out: {self.path} already holds a sweep; pass --resume to finish it")
         mine = json.loads(canonical_json(self.plan.definition()))
+        if not self.resume:
+            if stored != mine:
+                raise ConfigError(f"out: {self.path} already holds another sweep; choose another --out, "
+                                  "or pass --resume to finish that one")
+            raise ConfigError(f"out: {self.path} already holds this sweep, unfinished; pass --resume to finish it")
         for key in sorted(set(mine) | set(stored)):
             if mine.get(key) != stored.get(key):
                 raise ConfigError(

@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -33,7 +33,7 @@ from simcore.batch.executors import (
 )
 from simcore.batch.plan import SweepPlan, TrialJob, build_plan, check_buildable
 from simcore.batch.report import build_table, finish_command, summarize, write_outputs
-from simcore.batch.store import SweepStore
+from simcore.batch.store import SweepStore, finished_summary
 from simcore.batch.worker import WorkerContext
 from simcore.calibrate import installed as installed_calibration
 from simcore.config import Config, ConfigError
@@ -200,6 +200,8 @@ def run_sweep(
         address: A running Dask scheduler.
         concurrency: Trials in flight at once for "asyncio".
         out: The sweep directory (default ``runs/sweeps/<scenario>-<sweep id>``).
+            If it holds this sweep, finished, its stored results come back and
+            nothing runs (see :func:`simcore.batch.store.finished_summary`).
         resume: Finish the sweep already in ``out``: run the trials that have not
             finished and, unless ``keep_failed``, those whose last attempt failed.
         keep_failed: On resume, keep failed trials as they are.
@@ -252,6 +254,14 @@ def run_sweep(
     installed_calibration(plan.scenario)  # a damaged calibration.json is named before any trial runs
 
     sweep_dir = Path(out) if out is not None else default_out(plan)
+    if not resume:
+        done = finished_summary(sweep_dir, plan)
+        if done is not None:  # the same sweep run again: its results, nothing re-run
+            say(f"sweep {plan.sweep_id}: finished before in {sweep_dir.resolve()}; its results follow "
+                "(nothing was run again)")
+            df = read_results(sweep_dir)
+            df.attrs.update(sweep_dir=str(sweep_dir.resolve()), summary=done, files=done.get("files", {}))
+            return df
     store = SweepStore(sweep_dir, plan, resume, keep_failed=keep_failed)
     store.check()
     estimate = None
@@ -287,7 +297,7 @@ def run_sweep(
                 left = max(0.0, budget_usd - store.spent_usd)
                 run_spec = dataclasses.replace(run_spec, options={**run_spec.options, "budget_usd": left})
 
-        bar = SweepProgress(len(todo), progress, board, say)
+        bar = SweepProgress(len(todo), progress, board, say, finished.values())
 
         def on_done(job: TrialJob, row: dict[str, Any]) -> None:
             bar.done(store.append(row))
@@ -400,11 +410,14 @@ class SweepProgress:
     even while the executor waits.
     """
 
-    def __init__(self, total: int, enabled: bool, board: BreakerBoard, say: Callable[[str], None]) -> None:
+    def __init__(self, total: int, enabled: bool, board: BreakerBoard, say: Callable[[str], None],
+                 finished: Iterable[Mapping[str, Any]] = ()) -> None:
         self.bar = _progress(total, enabled)
         self.board = board
         self.say = say
         self.tally = {"fail": 0, "calls": 0, "tokens": 0, "cost": 0.0}
+        for row in finished:  # a resumed sweep's totals start from what earlier passes did, as its summary's do
+            self._add(row)
         self.pause: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -414,14 +427,18 @@ class SweepProgress:
     def done(self, row: Mapping[str, Any]) -> None:
         """Count a finished trial."""
         with self._lock:
-            t = self.tally
-            t["fail"] += row["status"] != "ok"
-            t["calls"] += row["calls"]
-            t["tokens"] += row["tokens"]
-            t["cost"] += row["cost_usd"]
+            self._add(row)
+            # The totals first: a plain (log) bar writes its line on update, with the totals it has.
+            self._show()
             if self.bar is not None:
                 self.bar.update(1)
-            self._show()
+
+    def _add(self, row: Mapping[str, Any]) -> None:
+        t = self.tally
+        t["fail"] += row["status"] != "ok"
+        t["calls"] += row.get("calls") or 0
+        t["tokens"] += row.get("tokens") or 0
+        t["cost"] += row.get("cost_usd") or 0.0
 
     def _show(self) -> None:
         if self.bar is None:
