@@ -527,7 +527,8 @@ class Provider:
                 self._tokenizers[1:] = []  # this one answers: keep it alone
                 return count
             if status in (404, 405):  # no such endpoint on this server: try the next
-                self._tokenizers.pop(0)
+                if self._tokenizers[:1] == [(path, field_name)]:  # (a concurrent count may have moved on)
+                    self._tokenizers.pop(0)
                 continue
             log.warning("%s: %s answered HTTP %d without a count; estimating", self.name, path, status)
             return None

@@ -112,11 +112,12 @@ class Fitter:
         Replies are delivered in the order of ``calls`` (request creation), as the
         kernel's own dispatch does.
         """
+        windows = [self.window(c.request.model) for c in calls]  # as fitted, before any refusal teaches one
         outcome, counted = await self._prepare(world, calls, learned=False)
         send = [i for i, o in enumerate(outcome) if o is None]
         for i, res in zip(send, await world._complete([calls[i] for i in send])):
             outcome[i] = res
-        again = [i for i in send if self._learn(calls[i], outcome[i], counted[i])]
+        again = [i for i in send if self._learn(calls[i], outcome[i], windows[i], counted[i])]
         if again:
             refit, _ = await self._prepare(world, [calls[i] for i in again], learned=True)
             resend = [i for i, o in zip(again, refit) if o is None]
@@ -127,21 +128,22 @@ class Fitter:
         for call, res in zip(calls, outcome):
             world._deliver(call, res)
 
-    def _learn(self, call: "LLMCall", res: Any, counted: int | None) -> bool:
+    def _learn(self, call: "LLMCall", res: Any, window: int | None, counted: int | None) -> bool:
         """Take the window a refusal names; whether ``call`` is to be fitted to it and sent again.
 
-        A refusal of a request fitted to that window already means the count fell
-        short of the server's: its prompt tokens, where the message says them, raise
-        the model's counts from then on.
+        ``window`` and ``counted`` are the window the call was fitted to and its
+        prompt's count (None: sent unfitted). A refusal of a request fitted to that
+        window means the count fell short of the server's: the prompt tokens the
+        message names raise the model's counts from then on.
         """
         if not isinstance(res, ContextOverflow) or res.window is None:
             return False
         model = call.request.model
-        known = self.window(model)
-        if known is not None and known <= res.window:
-            if not (res.prompt_tokens and counted and res.prompt_tokens > counted):
+        if window is not None and counted is not None and window <= res.window:
+            if not (res.prompt_tokens and res.prompt_tokens > counted):
                 return False  # nothing to learn: the error stands
             self.scale[model] = self.scale.get(model, 1.0) * res.prompt_tokens / counted
+        known = self.window(model)
         self.learned[model] = res.window if known is None else min(known, res.window)
         return True
 
