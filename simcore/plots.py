@@ -162,7 +162,7 @@ def comparison_plot(
                 ax.plot([jitter[i], 1 + jitter[i]], [a[i], b[i]], color="grey", lw=0.6, alpha=0.5)
         ax.scatter(jitter[: len(a)], a, color=ARM_COLORS[0], s=18, zorder=3, label=labels[0])
         ax.scatter(1 + jitter[: len(b)], b, color=ARM_COLORS[1], s=18, zorder=3, label=labels[1])
-        ax.set_xticks([0, 1], labels)
+        ax.set_xticks([0, 1], [label.replace(": ", ":\n", 1) for label in labels])  # long conditions side by side
         ax.set_xlim(-0.5, 1.5)
         ax.set_xlabel("arm")
         ax.set_ylabel(name, fontsize=8)
@@ -186,7 +186,7 @@ def comparison_plot(
     fig.legend(handles, names, loc="outside lower center", ncols=2, fontsize=9, title=note, title_fontsize=8)
     if title:
         fig.suptitle(title, fontsize=11)
-    save_figure(fig, path, dpi=dpi)
+    save_figure(fig, path, dpi=dpi, tight=True)  # a panel title wider than its panel is kept whole
 
 
 def _num(x: float | None, spec: str) -> str:
