@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from simcore.kernel import World
     from simcore.runner import TrialResult
 
-SCENARIO_API_VERSION = "3.0.0"
+SCENARIO_API_VERSION = "3.1.0"
 """Semantic version of the Scenario API: the :class:`Scenario` fields and the helpers
 scenarios call (listed in ``tests/golden/scenario_api.json``). A major bump breaks
 existing scenarios; a minor one only adds."""
