@@ -768,10 +768,9 @@ class Router:
         if preset_name == "stub":
             return None
         try:
-            provider = self.provider(preset_name)
-        except BackendConfigError:
+            return await self.provider(preset_name).count_tokens(request, model)
+        except (BackendConfigError, BackendError):  # (no base URL, no key): the completion will say so
             return None
-        return await provider.count_tokens(request, model)
 
     def stats(self) -> dict[str, Any]:
         """Per-provider counters, with each circuit breaker's state."""

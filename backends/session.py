@@ -28,7 +28,7 @@ from backends.cassette import (
     write_cassette,
 )
 from backends.context import count_request
-from backends.errors import BackendError, CassetteMiss, RunHalted, error_from_record
+from backends.errors import CassetteMiss, RunHalted, error_from_record
 from backends.middleware import CallTally, Halt, Ledger, Router
 
 
@@ -207,13 +207,8 @@ class TrialBackend:
                 return None if usage is None else usage.prompt_tokens
             if self.mode == "replay":
                 return None  # an older cassette, or another run's: estimated (the completion will miss)
-        count = None
         run = self.run
-        if run is not None and isinstance(run.inner, Router):
-            try:
-                count = await run.inner.count_tokens(request)
-            except BackendError:  # (no key, say): the completion will fail with the reason
-                count = None
+        count = await run.inner.count_tokens(request) if run is not None and isinstance(run.inner, Router) else None
         res = LLMResponse("", None if count is None else Usage(count, 0), "count")
         self._record(seq, response_entry(self.scope or "", occ, request, res), store=True)
         return count

@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 from backends.base import LLMRequest, LLMResponse
 from backends.errors import ContextOverflow
-from backends.middleware import Router
+from backends.middleware import Halt, Ledger, Router
 from backends.pricing import cost_usd
-from backends.registry import BackendSpec, make_backend, price_table
+from backends.registry import BackendSpec, price_table
 from backends.stub import StubBackend
 from simcore.config import Config, ConfigError
 from simcore.kernel import run_worlds
@@ -182,20 +182,19 @@ def check_fit(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: Ba
     distinct: dict[str, tuple[Config, int]] = {}
     for cfg, seed in trials:
         distinct.setdefault(repr(cfg.to_dict()), (cfg, seed))
-    live = make_backend(spec) if spec.name != "stub" else None
-    router = getattr(live, "inner", None)
-
+    # Only the providers' tokenizers are used: no cassette, ledger or key is touched.
+    router = None if spec.name == "stub" else Router(spec.name, spec.options, spec.base_url,
+                                                     Ledger(price_table(spec)), Halt())
     worlds = []
 
     async def dry_run() -> None:
         try:
             for cfg, seed in distinct.values():
                 stub = StubBackend(scenario.behaviour(cfg) if scenario.behaviour else None)
-                worlds.append(build_world(scenario, cfg, seed, spec,
-                                          _Fitting(stub, router if isinstance(router, Router) else None)))
+                worlds.append(build_world(scenario, cfg, seed, spec, _Fitting(stub, router)))
             await run_worlds(worlds)
         finally:
-            if isinstance(router, Router):
+            if router is not None:
                 await router.aclose()
 
     try:

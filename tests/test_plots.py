@@ -74,7 +74,10 @@ def _extent(fig, artist):
 def test_the_divergence_position_legend_sits_below_the_axis_label(monkeypatch, tmp_path):
     import pandas as pd
 
-    from simcore.perturbation.results import PerturbationResults, plot_divergence_position
+    from simcore.perturbation.results import (
+        PerturbationResults,
+        plot_divergence_position,
+    )
 
     kept = _captured(monkeypatch, plots)
     pairs = pd.DataFrame({"perturbation": ["drop:agent=P1,round=2"] * 3 + ["truncate:agent=D"] * 3,
