@@ -409,8 +409,7 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
     ctx["axes"] = [(n, sorted({json.dumps(c[n]) for c in layout.cells})) for n in layout.names]
     metric_names: dict[str, None] = {}
     for row in ledger.rows:
-        params, cond, trial = layout.place(row["index"])
-        cell = row["index"] // (len(layout.conditions) * layout.trials)
+        cell, params, cond, trial = layout.place(row["index"])
         for name in row.get("metrics") or {}:
             metric_names.setdefault(name, None)
         run_dir = row.get("run_dir")

@@ -306,7 +306,7 @@ def _sweep(path: Path, entry: Entry) -> None:
     for row in ledger.rows:
         run_dir = row.get("run_dir")
         tid = f"{entry.id}/{run_dir}" if run_dir and (path / run_dir / "manifest.json").is_file() else None
-        params, cond, trial = layout.place(row["index"])
+        _, params, cond, trial = layout.place(row["index"])
         label = ", ".join([*(condition(k, v) for k, v in params.items()), *([cond] if cond != "none" else [])])
         entry.trials.append(Trial(f"{label or 'trial'} #{trial}", tid, row.get("seed"), row.get("status"),
                                   _parse_cell(_unflatten(row.get("quality")))))
@@ -335,11 +335,11 @@ class SweepLayout:
             conds = [condition(name, v) for v in values]
         return cls(names, cells, conds, max(1, definition["trials"]))
 
-    def place(self, index: int) -> tuple[dict[str, Any], str, int]:
-        """The grid cell's values, the condition and the trial number of trial ``index``."""
+    def place(self, index: int) -> tuple[int, dict[str, Any], str, int]:
+        """The grid cell (its number and values), the condition and the trial number of trial ``index``."""
         cell, rest = divmod(index, len(self.conditions) * self.trials)
         cond, trial = divmod(rest, self.trials)
-        return (self.cells[cell] if cell < len(self.cells) else {},
+        return (cell, self.cells[cell] if cell < len(self.cells) else {},
                 self.conditions[cond] if cond < len(self.conditions) else "?", trial)
 
 
