@@ -23,15 +23,11 @@ characters per token, which English prose, code and digits rarely exceed.
 from __future__ import annotations
 
 import json
-import logging
 import math
-import urllib.error
 import urllib.request
 from typing import Any, Mapping, Sequence
 
 from backends.base import LLMRequest
-
-log = logging.getLogger("simcore.backends")
 
 #: Tokens a chat template may add to a request, and to each message (measured on
 #: SmolLM2's template, which adds a default system prompt of about 30 tokens when a
@@ -144,7 +140,8 @@ def _http_json(url: str, body: Mapping[str, Any] | None, timeout_s: float) -> An
     req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"},
                                  method="GET" if body is None else "POST")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as res:
+        # (no proxy: the servers asked are local ones)
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=timeout_s) as res:
             return json.loads(res.read().decode("utf-8", errors="replace"))
     except (OSError, ValueError):  # refused, 404, timed out, not JSON: the server does not say
         return None
