@@ -18,7 +18,9 @@ is sent, in the kernel's dispatch step (the one place that may wait for a backen
 
 Every changed request is traced as an ``llm.fit`` event just before its
 ``llm.call``: ``window``, ``prompt`` (tokens before and after trimming) and
-``max_tokens`` (asked and sent). A server that refuses a request as too long and
+``max_tokens`` (asked and sent). A call to a model whose window is known is traced
+(``llm.call``) when it is sent, as fitted; one whose window is not known yet, when
+it is asked, as without fitting. A server that refuses a request as too long and
 names its window (llama-cpp-python's server says it nowhere else) teaches the world
 that window: the call is fitted to it and sent once more (``"learned": true``).
 Counts and refusals come back from the cassette on replay, so a replay makes the
@@ -194,7 +196,8 @@ class Fitter:
                 counted[i] = plan.prompt
                 if out[i] is not None:
                     self.refused.append(str(out[i]))
-            world._trace_call(call)
+            if learned or counted[i] is not None:  # (a call with no window yet was traced when asked)
+                world._trace_call(call)
         return out, counted
 
 

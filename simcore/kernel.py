@@ -454,7 +454,7 @@ class World(mesa.Model):
         if self.intervention is not None:
             request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields, allowed, reask_of, instruction)
-        if self.fit is None:
+        if self.fit is None or self.fit.window(request.model) is None:
             self._trace_call(call)
         # (else traced when it is sent, as fitted: simcore.fitting)
         self._pending.append(call)
