@@ -20,6 +20,7 @@ __all__ = [
     "BadRequest",
     "BudgetExceeded",
     "CassetteMiss",
+    "ContextOverflow",
     "DamagedFile",
     "HTTPStatusError",
     "MalformedResponse",
@@ -122,6 +123,31 @@ class BadRequest(HTTPStatusError):
     """HTTP 400, 404, 422 and other client errors that retrying cannot fix."""
 
 
+class ContextOverflow(BadRequest):
+    """HTTP 400: the prompt and completion budget do not fit the model's context window.
+
+    The server's message names the window and the prompt's tokens ("maximum context
+    length is 4096 tokens. However, you requested 5760 tokens (4160 in the messages,
+    1600 in the completion)", as llama-cpp-python and vLLM write it); both are read
+    from the message, so an error replayed from a cassette carries them too.
+
+    Attributes:
+        window: The window the server named, or None.
+        prompt_tokens: The prompt's tokens as the server counted them, or None.
+    """
+
+    def __init__(self, message: str, status: int = 400, retry_after: float | None = None) -> None:
+        super().__init__(message, status, retry_after)
+        window = _WINDOW.search(message)
+        prompt = _PROMPT.search(message)
+        self.window = int(window.group(1)) if window else None
+        self.prompt_tokens = int(prompt.group(1)) if prompt else None
+
+
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
+_PROMPT = re.compile(r"\((\d+) in (?:the messages|your prompt)")
+
+
 class MissingAPIKey(BackendError):
     """The environment variable that should hold the API key is not set."""
 
@@ -147,7 +173,7 @@ _BY_NAME: dict[str, type[BackendError]] = {
     for cls in (
         BackendError, TransportError, RequestTimeout, MalformedResponse, HTTPStatusError,
         RateLimited, ServerError, AuthenticationError, BadRequest, MissingAPIKey,
-        BudgetExceeded, UnpricedModel, CassetteMiss, RunHalted, ServerNotListening,
+        BudgetExceeded, UnpricedModel, CassetteMiss, RunHalted, ServerNotListening, ContextOverflow,
     )
 }
 
@@ -162,6 +188,8 @@ def http_error(status: int, message: str, retry_after: float | None = None) -> H
         cls = AuthenticationError
     elif status in RETRY_STATUSES:
         cls = HTTPStatusError
+    elif status == 400 and _WINDOW.search(message):
+        cls = ContextOverflow
     else:
         cls = BadRequest
     return cls(message, status, retry_after)

@@ -29,6 +29,14 @@ against the server is reproducible.
   latency and faults (same JSON as the stats' ``config``); ``GET /health``.
 - **Keys**: ``--require-key-env VAR`` answers 401 unless the request carries the
   key in ``$VAR``. The server never stores or prints a key.
+- **A context window**: ``--context-window N`` refuses a chat completion whose prompt
+  tokens and ``max_tokens`` pass N with HTTP 400, in the words llama-cpp-python and
+  vLLM use ("This model's maximum context length is N tokens. However, you requested
+  ..."). ``--window-in props|models|none`` says where else it tells N: ``GET /props``
+  as the llama.cpp server does, ``max_model_len`` in ``GET /v1/models`` as vLLM
+  does, or nowhere, as llama-cpp-python's server. ``--tokenizer`` serves ``POST
+  /extras/tokenize/count`` (llama-cpp-python's) with the server's own count, one
+  token per four characters, which is also what ``usage.prompt_tokens`` reports.
 
 It binds to 127.0.0.1 and prints ``fake server listening on http://127.0.0.1:PORT``.
 """
@@ -57,6 +65,7 @@ from backends.stub import prose, sample_schema
 
 FAULT_KINDS = ("429", "500", "503", "status", "timeout", "drop", "malformed", "length", "nonjson")
 LATENCY_KINDS = ("fixed", "uniform", "exp", "lognormal", "normal")
+WINDOW_IN = ("props", "models", "none")
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,9 @@ class FakeConfig:
         seed: Seeds replies, latency draws and random faults.
         require_key_env: Environment variable whose value requests must carry.
         replies: Canned reply pools, tried in order.
+        context_window: Refuse requests whose prompt and max_tokens pass this many tokens.
+        window_in: Where the window is told: "props", "models" or "none" (only in refusals).
+        tokenizer: Serve ``POST /extras/tokenize/count``.
     """
 
     latency: Latency = field(default_factory=Latency)
@@ -187,6 +199,13 @@ class FakeConfig:
     seed: int = 0
     require_key_env: str | None = None
     replies: tuple[ReplyPool, ...] = ()
+    context_window: int | None = None
+    window_in: str = "props"
+    tokenizer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.window_in not in WINDOW_IN:
+            raise ValueError(f"window_in: must be one of {', '.join(WINDOW_IN)}; got {self.window_in!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -200,8 +219,10 @@ class FakeConfig:
         latency = Latency.parse(lat) if isinstance(lat, str) else Latency(**lat)
         faults = tuple(Fault.parse(f) if isinstance(f, str) else Fault(**f) for f in d.get("faults", ()))
         pools = tuple(ReplyPool.from_dict(p) for p in d.get("replies", ()))
+        window = d.get("context_window")
         return cls(latency, float(d.get("token_latency", 0.0)), faults, int(d.get("seed", 0)),
-                   d.get("require_key_env"), pools)
+                   d.get("require_key_env"), pools, None if window is None else int(window),
+                   str(d.get("window_in", "props")), bool(d.get("tokenizer", False)))
 
 
 class _Counters:
@@ -217,6 +238,8 @@ class _Counters:
         self.completion_tokens = 0
         self.arrivals: list[float] = []
         self.rule_hits: list[int] = []
+        self.token_counts = 0
+        self.too_long = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -229,6 +252,8 @@ class _Counters:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "arrivals": list(self.arrivals[-10000:]),
+            "token_counts": self.token_counts,
+            "too_long": self.too_long,
         }
 
 
@@ -257,6 +282,9 @@ class FakeServer:
         self.app.router.add_post("/reset", self._reset)
         self.app.router.add_post("/config", self._config)
         self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/props", self._props)
+        self.app.router.add_get("/v1/models", self._models)
+        self.app.router.add_post("/extras/tokenize/count", self._tokenize_count)
 
     @property
     def openai_url(self) -> str:
@@ -343,6 +371,30 @@ class FakeServer:
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    # -- what a local server says about its model ------------------------------------
+    async def _props(self, request: web.Request) -> web.Response:
+        window = self.config.context_window
+        if window is None or self.config.window_in != "props":
+            return _error(404, "Not Found")
+        return web.json_response({"default_generation_settings": {"n_ctx": window}})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        row: dict[str, Any] = {"id": "fake", "object": "model", "owned_by": "fake"}
+        if self.config.context_window is not None and self.config.window_in == "models":
+            row["max_model_len"] = self.config.context_window
+        return web.json_response({"object": "list", "data": [row]})
+
+    async def _tokenize_count(self, request: web.Request) -> web.Response:
+        if not self.config.tokenizer:
+            return _error(404, "Not Found")
+        try:
+            body = await request.json()
+            text = str(body["input"])
+        except (ValueError, KeyError, TypeError):
+            return _error(422, "input: required")
+        self.counters.token_counts += 1
+        return web.json_response({"count": estimate_tokens(text)})
+
     # -- the three protocols ------------------------------------------------------
     async def _openai(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "openai")
@@ -420,6 +472,19 @@ class FakeServer:
             if fault is not None and fault.kind == "malformed":
                 return web.Response(text='{"id": "fake-broken", "choices": [{"message": {"content": "{\\"ans',
                                     content_type="application/json")
+            window = self.config.context_window
+            if window is not None and protocol == "openai":
+                asked = _read_request(protocol, body)[2]
+                prompt = sum(estimate_tokens(t) for t in _read_request(protocol, body)[3])
+                if prompt + asked > window:
+                    status = 400
+                    c.too_long += 1
+                    return web.json_response({"error": {
+                        "message": f"This model's maximum context length is {window} tokens. However, you "
+                                   f"requested {prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+                                   "completion). Please reduce the length of the messages or completion.",
+                        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+                    }}, status=400)
             text, finish, prompt_tokens = self._generate(protocol, body, fault)
             completion_tokens = estimate_tokens(text)
             c.prompt_tokens += prompt_tokens
@@ -563,6 +628,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[FakeConfig, str, int]
                         help="answer 401 unless requests carry the key held in $VAR")
     parser.add_argument("--replies", metavar="FILE", default=None,
                         help="JSON list of canned reply pools ({match, replies}; see the module docstring)")
+    parser.add_argument("--context-window", type=int, default=None, metavar="N",
+                        help="refuse chat completions whose prompt and max_tokens pass N tokens, as llama.cpp does")
+    parser.add_argument("--window-in", default="props", choices=WINDOW_IN,
+                        help="where the window is told: GET /props, GET /v1/models, or only in refusals")
+    parser.add_argument("--tokenizer", action="store_true", help="serve POST /extras/tokenize/count")
     args = parser.parse_args(argv)
     try:
         pools: tuple[ReplyPool, ...] = ()
@@ -575,7 +645,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[FakeConfig, str, int]
                 raise ValueError(f"replies: {args.replies} must hold a JSON list of pools")
             pools = tuple(ReplyPool.from_dict(p) for p in data)
         cfg = FakeConfig(Latency.parse(args.latency), args.token_latency,
-                         tuple(Fault.parse(f) for f in args.fault), args.seed, args.require_key_env, pools)
+                         tuple(Fault.parse(f) for f in args.fault), args.seed, args.require_key_env, pools,
+                         args.context_window, args.window_in, args.tokenizer)
     except (ValueError, KeyError, TypeError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     return cfg, args.host, args.port

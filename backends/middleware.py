@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from backends.base import Backend, LLMRequest, LLMResponse, Usage
 from backends.breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from backends.context import TOKENIZERS, count_from, prompt_text, server_root
 from backends.errors import (
     BackendConfigError,
     BackendError,
@@ -417,6 +418,8 @@ class Provider:
         self._rng = random.Random(jitter_seed)
         self._state: _LoopState | None = None
         self._host = urlsplit(base_url).netloc or base_url
+        # The tokenizer endpoints left to try: the first that answers is kept, none once all fail.
+        self._tokenizers = list(TOKENIZERS.get(preset.name, ()))
 
     def __repr__(self) -> str:
         return f"Provider({self.name!r}, {self.base_url!r})"
@@ -493,6 +496,47 @@ class Provider:
         finally:
             if reserved:
                 self.ledger.release(reserved)
+
+    async def count_tokens(self, request: LLMRequest, model: str) -> int | None:
+        """Tokens of ``request``'s prompt text by the server's tokenizer, or None where it has none.
+
+        Tried once per request, without retries: a count that fails is estimated
+        instead (see :mod:`backends.context`), which the trial records like a count.
+        """
+        if not self._tokenizers:
+            return None
+        key = self._key()
+        text = prompt_text(request)
+        state = self._loop_state()
+        root = server_root(self.base_url)
+        while self._tokenizers:
+            path, field_name = self._tokenizers[0]
+            try:
+                async with state.sem, asyncio.timeout(self.limits.timeout_s):
+                    async with state.http().post(root + path, json={field_name: text, "model": model},
+                                                 headers=auth_headers(self.preset, key)) as resp:
+                        status, raw = resp.status, await resp.read()
+            except (TimeoutError, _client_error(), OSError) as exc:
+                log.warning("%s: counting tokens at %s failed (%s); estimating", self.name, path,
+                            type(exc).__name__)
+                return None
+            data = None
+            if status == 200:
+                try:
+                    data = json.loads(raw)
+                except ValueError:
+                    pass
+            count = count_from(data)
+            if count is not None:
+                self._tokenizers[1:] = []  # this one answers: keep it alone
+                return count
+            if status in (404, 405):  # no such endpoint on this server: try the next
+                if self._tokenizers[:1] == [(path, field_name)]:  # (a concurrent count may have moved on)
+                    self._tokenizers.pop(0)
+                continue
+            log.warning("%s: %s answered HTTP %d without a count; estimating", self.name, path, status)
+            return None
+        return None
 
     async def _attempt(self, url: str, headers: Mapping[str, str], payload: bytes, tokens: int,
                        key: str | None, books: _Books) -> tuple[LLMResponse | BackendError, float, bool]:
@@ -721,6 +765,16 @@ class Router:
         except BackendConfigError as exc:
             raise BackendError(str(exc)) from None
         return await provider.complete(request, model, tally)
+
+    async def count_tokens(self, request: LLMRequest) -> int | None:
+        """Tokens of ``request``'s prompt text by its provider's tokenizer, or None (see :meth:`Provider.count_tokens`)."""
+        preset_name, model = split_model(request.model, self.default)
+        if preset_name == "stub":
+            return None
+        try:
+            return await self.provider(preset_name).count_tokens(request, model)
+        except (BackendConfigError, BackendError):  # (no base URL, no key): the completion will say so
+            return None
 
     def stats(self) -> dict[str, Any]:
         """Per-provider counters, with each circuit breaker's state."""

@@ -119,6 +119,7 @@ OPTIONS = {
     "breaker_window": _number(0, integer=True),
     "breaker_threshold": _number(0, hi=1),
     "breaker_probe_s": _number(0, low_open=True),
+    "context_window": _number(1, integer=True),
 }
 
 # Options that say how calls are made, not what they return: limits, timeouts,
@@ -335,6 +336,11 @@ def add_backend_args(parser: Any, sweep: bool = False) -> None:
     g.add_argument("--reask-max-tokens", metavar="N", default=None,
                    help=f"largest token budget a re-ask of a reply cut at max_tokens may get "
                         f"(each re-ask doubles it; default: {REASK_MAX_TOKENS})")
+    g.add_argument("--context-window", metavar="N", default=None,
+                   help="the model's context window in tokens: every request is fitted to it (its reply budget "
+                        "lowered, its history trimmed by the agent's memory). Default: what the server says "
+                        "(llama.cpp /props, vLLM's model list, Ollama's model info), or, for llama-cpp-python's "
+                        "server, what its first refusal of a long prompt names")
     g.add_argument("--estimate", action="store_true",
                    help="same as --dry-run" if sweep else
                         "print the expected calls, tokens and cost (a dry run on the stub) and exit")
@@ -343,7 +349,7 @@ def add_backend_args(parser: Any, sweep: bool = False) -> None:
 # The options that add_backend_args gives flags to (dest names).
 FLAG_OPTIONS = ("api_key_env", "json_mode", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries",
                 "breaker_window", "breaker_threshold", "budget_usd", "prices", "cassette", "cassette_mode",
-                "fail_fast", "reask", "reask_max_tokens")
+                "fail_fast", "reask", "reask_max_tokens", "context_window")
 
 
 def spec_from_args(args: Any) -> BackendSpec:

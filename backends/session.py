@@ -15,10 +15,11 @@ real run.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from backends.base import Backend, LLMRequest, LLMResponse, gather_settled
+from backends.base import Backend, LLMRequest, LLMResponse, Usage, gather_settled
 from backends.cassette import (
     Cassette,
     Entry,
@@ -26,6 +27,7 @@ from backends.cassette import (
     response_entry,
     write_cassette,
 )
+from backends.context import count_request
 from backends.errors import CassetteMiss, RunHalted, error_from_record
 from backends.middleware import CallTally, Halt, Ledger, Router
 
@@ -185,6 +187,31 @@ class TrialBackend:
             raise
         self._record(seq, response_entry(scope, occ, request, res), store=True)
         return res
+
+    async def count_tokens(self, requests: Sequence[LLMRequest]) -> list[int | None]:
+        """Tokens of each request's prompt text by its provider's tokenizer (None: it has none).
+
+        Counts are answered and recorded like responses, under
+        :func:`~backends.context.count_request`, so a replay counts as the run did.
+        """
+        marked = [count_request(r) for r in requests]
+        keys = [self._key(r) for r in marked]  # in request order, as for completions
+        return list(await asyncio.gather(*(self._count(r, *k) for r, k in zip(marked, keys))))
+
+    async def _count(self, request: LLMRequest, digest: str, occ: int, seq: int) -> int | None:
+        if self.source is not None and self.mode != "record":
+            entry = self.source.get(self.scope, digest, occ)
+            if entry is not None and entry.kind == "response":
+                self._record(seq, _rescoped(entry, self.scope), store=False)
+                usage = entry.response().usage
+                return None if usage is None else usage.prompt_tokens
+            if self.mode == "replay":
+                return None  # an older cassette, or another run's: estimated (the completion will miss)
+        run = self.run
+        count = await run.inner.count_tokens(request) if run is not None and isinstance(run.inner, Router) else None
+        res = LLMResponse("", None if count is None else Usage(count, 0), "count")
+        self._record(seq, response_entry(self.scope or "", occ, request, res), store=True)
+        return count
 
     def _record(self, seq: int, entry: Entry, *, store: bool) -> None:
         self._entries.append((seq, entry))

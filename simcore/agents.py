@@ -6,7 +6,7 @@ persona) is a constructor parameter and lives nowhere else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import mesa
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import simpy
 
     from backends.base import Backend
+    from simcore.fitting import Trim
     from simcore.kernel import LLMCall, Reply, World
 
 
@@ -109,6 +110,7 @@ class LLMAgent(mesa.Agent):
         persona: str | None = None,
         allowed: Mapping[str, Any] | None = None,
         instruction: str | None = None,
+        trim: Callable[[int], str] | None = None,
         **fields: Any,
     ) -> "LLMCall | simpy.Process":
         """Ask the LLM; returns an event that succeeds with a :class:`~simcore.kernel.Reply`.
@@ -133,18 +135,25 @@ class LLMAgent(mesa.Agent):
             instruction: What a reply must not merely repeat (default: the system prompt
                 and ``prompt``). A scenario that writes a transcript into ``prompt``
                 itself passes the prompt without it: quoting another agent is no echo.
+            trim: For a ``prompt`` that holds a transcript of its own: the prompt
+                rebuilt with that transcript within N tokens
+                (:func:`backends.base.estimate_tokens`), its oldest parts dropped
+                first (e.g. with :meth:`simcore.memory.FullMemory.trim`). Used only
+                when the prompt would not fit the model's context window
+                (:mod:`simcore.fitting`); with ``history``, the agent trims the
+                history it prepends by its memory strategy itself.
             **fields: More structural fields (round, game, ...).
         """
+        world = self.world
+        system = self.persona if persona is None else persona
         user = prompt
         if history:
             transcript = self.context()
             if transcript:
                 user = f"{HISTORY_HEADER}{transcript}\n\n{prompt}"
-        system = self.persona if persona is None else persona
-        messages = (ChatMessage("system", system), ChatMessage("user", user)) if system else (
-            ChatMessage("user", user),
-        )
-        world = self.world
+                if world.fit is not None and trim is None:
+                    trim = self._history_trim(prompt)
+        messages = _chat(system, user)
         meta = {"agent": self.name, "scenario": world.scenario, "phase": phase, **fields}
         fields = world.shared_fields({"phase": phase, **fields} if phase else fields)
         request = LLMRequest(
@@ -161,6 +170,8 @@ class LLMAgent(mesa.Agent):
             self, request, schema, fields, allowed, None,
             f"{system}\n{prompt if instruction is None else instruction}" if schema is not None else "",
         )
+        if trim is not None and world.fit is not None:
+            call.trim = lambda budget: _chat(system, trim(budget))
         if schema is None or world.reask <= 0:
             return call
         return world.process(self._reasking(call))
@@ -189,12 +200,26 @@ class LLMAgent(mesa.Agent):
                 schema=first.schema,
                 metadata={**first.metadata, "reask": k},
             )
-            again: Reply = yield self.world.request(
+            asked = self.world.request(
                 self, request, call.schema, {**call.fields, "reask": k}, call.allowed, reask_of=reply,
                 instruction=f"{call.instruction}\n{request.messages[-1].content}",
             )
+            if call.trim is not None:  # the first prompt trimmed, the reply and the re-ask kept
+                asked.trim = _tail_trim(call.trim, request.messages[len(first.messages):])
+            again: Reply = yield asked
             reply = again._replace(attempts=(*reply.attempts, reply._replace(attempts=())))
         return reply
+
+    def _history_trim(self, prompt: str) -> Callable[[int], str]:
+        """The prompt with the history this agent's memory keeps within a token budget."""
+        visible, memory = self.visible(), self.memory
+        seen = len(visible)  # the board only grows: what this prompt saw stays its first ``seen`` messages
+
+        def trimmed(budget: int) -> str:
+            transcript = render(memory.trim(visible[:seen], budget))
+            return f"{HISTORY_HEADER}{transcript}\n\n{prompt}" if transcript else prompt
+
+        return trimmed
 
     def say(self, text: str, **fields: Any) -> Message:
         """Post a public message, visible to this agent's successors, and trace it."""
@@ -205,3 +230,13 @@ class LLMAgent(mesa.Agent):
         msg = world.board._post(world.now, self.name, text, fields)
         world.trace.emit(world.now, "message", self.name, fields, {"text": text})
         return msg
+
+
+def _chat(system: str, user: str) -> tuple[ChatMessage, ...]:
+    """The messages of a call: the system prompt (if any) and the user's."""
+    return (ChatMessage("system", system), ChatMessage("user", user)) if system else (ChatMessage("user", user),)
+
+
+def _tail_trim(trim: "Trim", tail: tuple[ChatMessage, ...]) -> "Trim":
+    """A re-ask's trim: the first call's messages trimmed, then ``tail`` (the reply and the re-ask)."""
+    return lambda budget: (*trim(budget), *tail)

@@ -369,6 +369,39 @@ def check_before_work(out: str | Path, spec: BackendSpec) -> None:
     check_servers(spec)
 
 
+def fit_to_window(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec) -> BackendSpec:
+    """``spec`` with its model's context window, and the scenario checked against it, before any work.
+
+    The window is ``--context-window``, else what a local server says
+    (:func:`backends.context.probe_window`), recorded in the spec's options (so the
+    manifest keeps it and a replay fits requests the same way). A server that says
+    nothing gets a note: its requests are fitted once it refuses one naming its window.
+
+    Raises:
+        ConfigError: when a prompt cannot fit the window even with its history trimmed
+            (:func:`simcore.estimate.check_fit`).
+    """
+    from backends.context import PROBES, probe_window
+    from backends.providers import get_preset, split_model
+    from simcore.estimate import check_fit
+
+    opts = spec.options
+    if opts.get("context_window") is None and spec.name in PROBES and opts.get("cassette_mode") != "replay":
+        url = spec.base_url or get_preset(spec.name).base_url or ""
+        model = split_model(spec.model, spec.name)[1]
+        found = probe_window(spec.name, url, model)
+        if found is None:
+            print(f"note: {spec.name} at {url} does not say its context window; requests are fitted to it once "
+                  "it refuses one that is too long, naming it (--context-window N fits them from the first call)",
+                  file=sys.stderr)
+        else:
+            spec = dataclasses.replace(spec, options={**opts, "context_window": found[0]})
+            print(f"note: the context window of {model} is {found[0]} tokens ({found[1]}); requests are fitted "
+                  "to it", file=sys.stderr)
+    check_fit(scenario, trials, spec)
+    return spec
+
+
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
@@ -428,6 +461,7 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
         check_before_work(args.out, spec)
+        spec = fit_to_window(scenario, [(config, seed)], spec)
         check_embed_cache(scenario, [config])
         # builds first: bad input fails here
         trial = run_trial(scenario, config, seed, spec, trace=args.trace, trace_dir=Path(args.out) / scenario.name)
@@ -506,6 +540,7 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
         check_before_work(args.out, spec)
+        spec = fit_to_window(scenario, [(c, seeds[0]) for c in arms], spec)
         check_embed_cache(scenario, arms)
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()

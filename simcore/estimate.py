@@ -10,6 +10,9 @@ per-model split are those the scenario would make. Two figures per model:
 Both are estimates: tokens are counted at four characters per token, real replies
 are longer or shorter than the stub's (and later prompts quote them), and a
 scenario whose control flow depends on replies may make more or fewer calls.
+
+:func:`check_fit` uses the same dry run to refuse, before any work, a run whose
+prompts cannot fit the model's context window even with their history trimmed.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from backends.base import LLMRequest, LLMResponse
+from backends.errors import ContextOverflow
+from backends.middleware import Halt, Ledger, Router
 from backends.pricing import cost_usd
 from backends.registry import BackendSpec, price_table
 from backends.stub import StubBackend
-from simcore.config import Config
+from simcore.config import Config, ConfigError
 from simcore.kernel import run_worlds
 from simcore.runner import build_world
 from simcore.scenario import Scenario
@@ -138,3 +143,64 @@ def estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: Bac
             unpriced.append(model)
         by_model[model] = row
     return Estimate(len(trials), spec.name, by_model, unpriced)
+
+
+class _Fitting:
+    """The stub for completions; the real server's tokenizer (where it has one) for counts."""
+
+    name = "fit-check"
+
+    def __init__(self, stub: StubBackend, router: Router | None) -> None:
+        self.stub = stub
+        self.router = router
+
+    async def complete_batch(self, requests: Sequence[LLMRequest]) -> list[LLMResponse]:
+        return await self.stub.complete_batch(requests)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        return await self.stub.complete(request)
+
+    async def count_tokens(self, requests: Sequence[LLMRequest]) -> list[int | None]:
+        if self.router is None:
+            return [None] * len(requests)
+        return [await self.router.count_tokens(r) for r in requests]
+
+
+def check_fit(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec) -> None:
+    """Refuse a run whose prompts cannot fit ``spec``'s context window, before any work.
+
+    Each distinct config is dry-run once on the stub, with its requests fitted to
+    the window (``context_window`` of the spec; no window, no check) and counted by
+    the server's tokenizer where it has one (else estimated, on the safe side). A
+    prompt that does not fit even with its history trimmed away fails the check.
+
+    Raises:
+        ConfigError: one line naming the model, its window and what would fit.
+    """
+    if spec.options.get("context_window") is None:
+        return
+    distinct: dict[str, tuple[Config, int]] = {}
+    for cfg, seed in trials:
+        distinct.setdefault(repr(cfg.to_dict()), (cfg, seed))
+    # Only the providers' tokenizers are used: no cassette, ledger or key is touched.
+    router = None if spec.name == "stub" else Router(spec.name, spec.options, spec.base_url,
+                                                     Ledger(price_table(spec)), Halt())
+    worlds = []
+
+    async def dry_run() -> None:
+        try:
+            for cfg, seed in distinct.values():
+                stub = StubBackend(scenario.behaviour(cfg) if scenario.behaviour else None)
+                worlds.append(build_world(scenario, cfg, seed, spec, _Fitting(stub, router)))
+            await run_worlds(worlds)
+        finally:
+            if router is not None:
+                await router.aclose()
+
+    try:
+        asyncio.run(dry_run())
+    except ContextOverflow:
+        pass  # (the fitter keeps why; a scenario may also have caught the failed call)
+    for world in worlds:
+        if world.fit is not None and world.fit.refused:
+            raise ConfigError(f"{scenario.name}: {world.fit.refused[0]}")

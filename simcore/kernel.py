@@ -44,6 +44,7 @@ from backends.base import (
     estimate_tokens,
 )
 from simcore import collector
+from simcore.fitting import Fitter, Trim
 from simcore.messages import Board
 from simcore.quality import ParseQuality
 from simcore.reading import Reading, read_reply
@@ -166,7 +167,8 @@ class LLMCall(simpy.Event):
     prompts. Keep a reference of your own to read it later.
     """
 
-    __slots__ = ("agent", "request", "schema", "fields", "digest", "t_asked", "allowed", "reask_of", "instruction")
+    __slots__ = ("agent", "request", "schema", "fields", "digest", "t_asked", "allowed", "reask_of", "instruction",
+                 "trim")
 
     def __init__(
         self,
@@ -189,6 +191,7 @@ class LLMCall(simpy.Event):
         self.instruction = instruction
         self.digest = request.digest()
         self.t_asked = world.env.now
+        self.trim: Trim | None = None  # how to shorten the prompt to fit a context window (simcore.fitting)
         # First callback, so the reply is traced before any process resumes on it; the
         # world's one bound method and a list of one (not a new method and a list of four).
         self.callbacks = [world._trace_delivery]
@@ -214,6 +217,8 @@ class World(mesa.Model):
         reask: Re-asks per turn for a reply that cannot be read (see
             :meth:`simcore.agents.LLMAgent.ask`).
         reask_max_tokens: The largest token budget a re-ask of a cut reply gets.
+        fit: Fits requests to the models' context windows (:mod:`simcore.fitting`),
+            or None to send them as asked.
     """
 
     def __init__(
@@ -228,6 +233,7 @@ class World(mesa.Model):
         intervention: Intervention | None = None,
         reask: int = 0,
         reask_max_tokens: int = 2048,
+        fit: Fitter | None = None,
     ) -> None:
         self.streams = Streams(seed)
         super().__init__(rng=self.streams.numpy("mesa"))
@@ -242,6 +248,7 @@ class World(mesa.Model):
         self.intervention = intervention
         self.reask = reask
         self.reask_max_tokens = reask_max_tokens
+        self.fit = fit
         self.parse_quality = ParseQuality()
         self.usage: dict[str, dict[str, int]] = {}
         self.latency_s: dict[str, float] = {}  # wall-clock, per model; never traced
@@ -447,15 +454,15 @@ class World(mesa.Model):
         if self.intervention is not None:
             request = self.intervention.request(agent, request, fields)
         call = LLMCall(self, agent, request, schema, fields, allowed, reask_of, instruction)
-        self.trace.emit(
-            self.env.now,
-            "llm.call",
-            agent.name,
-            fields,
-            {"request": call.digest[:16], "max_tokens": request.max_tokens},
-        )
+        if self.fit is None or self.fit.window(request.model) is None:
+            self._trace_call(call)
+        # (else traced when it is sent, as fitted: simcore.fitting)
         self._pending.append(call)
         return call
+
+    def _trace_call(self, call: LLMCall) -> None:
+        self.trace.emit(self.env.now, "llm.call", call.agent.name, call.fields,
+                        {"request": call.digest[:16], "max_tokens": call.request.max_tokens})
 
     async def run_async(self, until: float | None = None) -> None:
         """Run the simulation to completion (or to simulated time ``until``)."""
@@ -490,6 +497,9 @@ class World(mesa.Model):
 
     async def _dispatch(self) -> None:
         batch, self._pending = self._pending, []
+        if self.fit is not None:
+            await self.fit.dispatch(self, batch)
+            return
         default = self.backend
         if all(c.agent.backend is None for c in batch):  # the common case: one backend
             # In slices, so that a million simultaneous calls never hold a million responses at once.
@@ -498,20 +508,24 @@ class World(mesa.Model):
                 for call, res in zip(part, await complete_all(default, [c.request for c in part])):
                     self._deliver(call, res)
             return
+        for call, res in zip(batch, await self._complete(batch)):
+            self._deliver(call, res)
+
+    async def _complete(self, calls: Sequence[LLMCall]) -> list[LLMResponse | BaseException | None]:
+        """The results of ``calls``, each sent to its agent's backend (or the world's), in order."""
         groups: dict[int, tuple[Backend, list[int]]] = {}
-        for i, call in enumerate(batch):
-            backend = call.agent.backend or default
+        for i, call in enumerate(calls):
+            backend = call.agent.backend or self.backend
             groups.setdefault(id(backend), (backend, []))[1].append(i)
-        results: list[LLMResponse | BaseException | None] = [None] * len(batch)
+        results: list[LLMResponse | BaseException | None] = [None] * len(calls)
 
         async def run_group(backend: Backend, idx: list[int]) -> None:
-            out = await complete_all(backend, [batch[i].request for i in idx])
+            out = await complete_all(backend, [calls[i].request for i in idx])
             for i, res in zip(idx, out):
                 results[i] = res
 
         await asyncio.gather(*(run_group(b, idx) for b, idx in groups.values()))
-        for call, res in zip(batch, results):
-            self._deliver(call, res)
+        return results
 
     def _deliver(self, call: LLMCall, res: LLMResponse | BaseException | None) -> None:
         if self.intervention is not None and res is not None:

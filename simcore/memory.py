@@ -4,8 +4,10 @@
 - ``recent:K``: the last K messages.
 
 Both take an optional context budget in (estimated) tokens: the oldest messages
-are dropped until the rest fit. Summary memory needs an LLM call, so it is a
-scenario step, not a strategy here (see the veil-of-ignorance scenario).
+are dropped until the rest fit. ``trim`` applies a tighter budget for one prompt:
+that is how a request is fitted to a model's context window
+(:mod:`simcore.fitting`). Summary memory needs an LLM call, so it is a scenario
+step, not a strategy here (see the veil-of-ignorance scenario).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class FullMemory:
         """Return the messages that enter the prompt."""
         return _fit(messages, self.budget_tokens)
 
+    def trim(self, messages: Sequence[Message], budget: int) -> Sequence[Message]:
+        """The selection within ``budget`` tokens at most: the oldest messages dropped first."""
+        return _fit(self.select(messages), budget)
+
 
 @dataclass(frozen=True, slots=True)
 class RecentMemory:
@@ -57,6 +63,10 @@ class RecentMemory:
     def select(self, messages: Sequence[Message]) -> Sequence[Message]:
         """Return the messages that enter the prompt."""
         return _fit(messages[-self.k :] if self.k else [], self.budget_tokens)
+
+    def trim(self, messages: Sequence[Message], budget: int) -> Sequence[Message]:
+        """The selection within ``budget`` tokens at most: the oldest messages dropped first."""
+        return _fit(self.select(messages), budget)
 
 
 Memory = FullMemory | RecentMemory

@@ -162,7 +162,7 @@ def comparison_plot(
                 ax.plot([jitter[i], 1 + jitter[i]], [a[i], b[i]], color="grey", lw=0.6, alpha=0.5)
         ax.scatter(jitter[: len(a)], a, color=ARM_COLORS[0], s=18, zorder=3, label=labels[0])
         ax.scatter(1 + jitter[: len(b)], b, color=ARM_COLORS[1], s=18, zorder=3, label=labels[1])
-        ax.set_xticks([0, 1], labels)
+        ax.set_xticks([0, 1], [_arm_tick(label) for label in labels])
         ax.set_xlim(-0.5, 1.5)
         ax.set_xlabel("arm")
         ax.set_ylabel(name, fontsize=8)
@@ -187,7 +187,15 @@ def comparison_plot(
     family = next((d.get("family") for d in difference.values() if isinstance(d, Mapping) and d.get("family")), None)
     if title or family:
         fig.suptitle("\n".join(x for x in (title, f"p adjusted: {family}" if family else "") if x), fontsize=11)
-    save_figure(fig, path, dpi=dpi)
+    save_figure(fig, path, dpi=dpi, tight=True)  # a panel title wider than its panel is kept whole
+
+
+def _arm_tick(label: str) -> str:
+    """An arm's label in lines short enough to stand beside the other's ("A:\nmechanism=\nauction")."""
+    head, sep, condition = label.partition(": ")
+    if len(condition) > 16:
+        condition = condition.replace("=", "=\n", 1)
+    return f"{head}:\n{condition}" if sep else label
 
 
 def _num(x: float | None, spec: str) -> str:

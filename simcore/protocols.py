@@ -89,14 +89,17 @@ def parallel(
     phase: str = "parallel",
     history: bool = True,
     allowed: Mapping[str, Any] | None = None,
+    trim: Callable[["LLMAgent"], Callable[[int], str]] | None = None,
     **fields: Any,
 ) -> "Process":
     """Ask every agent at the same instant; returns their replies in agent order.
 
-    ``allowed`` narrows the schema's choices for these calls (see :meth:`LLMAgent.ask`).
+    ``allowed`` narrows the schema's choices for these calls and ``trim(agent)`` is
+    an agent's prompt trim (see :meth:`LLMAgent.ask`).
     """
     calls = [
-        a.ask(_text(prompt, a), schema=schema, phase=phase, history=history, allowed=allowed, **fields)
+        a.ask(_text(prompt, a), schema=schema, phase=phase, history=history, allowed=allowed,
+              trim=None if trim is None else trim(a), **fields)
         for a in agents
     ]
     replies = yield world.all_of(calls)

@@ -7,7 +7,9 @@ attempt (a re-ask supersedes the reply it re-asks):
 - ``unreadable``: still unreadable after any re-asks (kept raw, flagged);
 - ``truncated``: turns with a reply cut at max_tokens; ``salvaged``: turns whose
   final reply was cut yet complete in every required field;
-- ``reasked``: turns that needed at least one re-ask.
+- ``reasked``: turns that needed at least one re-ask;
+- ``lowered``: calls whose completion budget was lowered to fit the model's context
+  window (:mod:`simcore.fitting`; never below what the reply kind needs).
 
 ``replies`` is the number of turns. A kind with more than :data:`WARN_SHARE` of its
 turns unreadable gets a warning in the run's summary.
@@ -20,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from simcore.reading import HOWS, UNREADABLE, Reading
 
 WARN_SHARE = 0.02
-COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked")
+COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "lowered")
 
 
 class ParseQuality:
@@ -47,6 +49,13 @@ class ParseQuality:
         c["salvaged"] += reading.salvaged
         c["truncated"] += reading.truncated and not any(r.truncated for r in earlier)
 
+    def lowered(self, kind: str) -> None:
+        """Count a call of ``kind`` whose completion budget was lowered to fit the context window."""
+        c = self.counts.get(kind)
+        if c is None:
+            c = self.counts[kind] = dict.fromkeys(COUNTS, 0)
+        c["lowered"] += 1
+
     def to_dict(self) -> dict[str, dict[str, int]]:
         """Plain counts, kinds sorted."""
         return {k: dict(self.counts[k]) for k in sorted(self.counts)}
@@ -70,13 +79,15 @@ def summary_lines(quality: Mapping[str, Mapping[str, int]]) -> list[str]:
     if not quality:
         return []
     total = sum(c["replies"] for c in quality.values())
-    if all(c["json"] == c["replies"] and not (c["truncated"] or c["reasked"]) for c in quality.values()):
+    if all(c["json"] == c["replies"] and not (c["truncated"] or c["reasked"] or c.get("lowered"))
+           for c in quality.values()):
         return [f"  replies: {total}, every one read as JSON"]
     lines = ["  replies read (json/label/prose/unreadable; truncated, salvaged, re-asked):"]
     for kind, c in quality.items():
         lines.append(
             f"    {kind:<14} {c['replies']:>5}: {c['json']}/{c['label']}/{c['prose']}/{c[UNREADABLE]}; "
             f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked"
+            + (f", {c['lowered']} with a budget lowered to fit the context window" if c.get("lowered") else "")
         )
     return lines + [f"  {w}" for w in warnings(quality)]
 

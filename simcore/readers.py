@@ -206,7 +206,27 @@ def _check_hash(run_dir: Path, manifest: Mapping[str, Any] | None, name: str) ->
 def _check_hash_beside(path: Path) -> None:
     """Check a file against the manifest in its directory, if there is one."""
     if path.name != MANIFEST and (path.parent / MANIFEST).is_file():
-        _check_hash(path.parent, read_manifest(path.parent), path.name)
+        files = recorded_files(path.parent)
+        _check_hash(path.parent, None if files is None else {"files": files}, path.name)
+
+
+def recorded_files(directory: str | Path) -> dict[str, str] | None:
+    """The sha256 of each file that a directory's ``manifest.json`` records, by relative path.
+
+    A directory's manifest is a run's (:func:`read_manifest`) or, beside a
+    ``comparison.json``, a mechanism comparison's (:func:`read_comparison_manifest`);
+    each is read by its own reader. None where there is no manifest, or it records
+    no hashes (files written before manifests recorded them).
+
+    Raises:
+        DamagedFile: when the manifest fails its reader's check.
+    """
+    directory = Path(directory)
+    if not (directory / MANIFEST).is_file():
+        return None
+    if (directory / "comparison.json").is_file():
+        return read_comparison_manifest(directory).get("files")
+    return read_manifest(directory).get("files")
 
 
 # -- run directories ----------------------------------------------------------------
@@ -515,18 +535,36 @@ COMPARISON_MANIFEST_SCHEMA: dict[str, Check] = {
 COMPARISON_SCHEMA: dict[str, Check] = {"mechanisms": OBJECT, "pairs": LIST}
 
 
-def read_comparison(compare_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A mechanism comparison directory: its ``manifest.json`` and ``comparison.json``.
+def read_comparison_manifest(compare_dir: str | Path) -> dict[str, Any]:
+    """A mechanism comparison's ``manifest.json``.
 
-    Its manifest describes the comparison (mechanisms, trial seeds), not a run, so it
-    has its own schema; it records no file hashes.
+    It describes the comparison (the command, mechanisms, trial seeds), not a run,
+    so it has its own schema; since 2026-11 it records its files' hashes (``files``).
+
+    Raises:
+        DamagedFile: naming the file and what is wrong.
+    """
+    path = Path(compare_dir) / MANIFEST
+    manifest = _json_object(path)
+    _check(path, manifest, COMPARISON_MANIFEST_SCHEMA)
+    _check(path, manifest, {"files": OBJECT}, required=False)
+    for name, digest in manifest.get("files", {}).items():
+        if name.startswith("/") or ".." in name.split("/"):
+            raise DamagedFile(path, f"files: {name!r} is not a path inside the comparison directory")
+        _check(path, {name: digest}, {name: HASH}, prefix="files.")
+    return manifest
+
+
+def read_comparison(compare_dir: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A mechanism comparison directory: its ``manifest.json`` and ``comparison.json``,
+    the latter checked against the hash the manifest records (where it records one).
 
     Raises:
         DamagedFile: naming the file and what is wrong.
     """
     compare_dir = Path(compare_dir)
-    manifest = _json_object(compare_dir / MANIFEST)
-    _check(compare_dir / MANIFEST, manifest, COMPARISON_MANIFEST_SCHEMA)
+    manifest = read_comparison_manifest(compare_dir)
+    _check_hash(compare_dir, manifest, "comparison.json")
     comparison = _json_object(compare_dir / "comparison.json")
     _check(compare_dir / "comparison.json", comparison, COMPARISON_SCHEMA)
     return manifest, comparison

@@ -40,6 +40,7 @@ from backends.registry import (
     reask_settings,
 )
 from simcore.config import Config
+from simcore.fitting import fitter_for
 from simcore.kernel import Intervention, World
 from simcore.readers import file_sha256
 from simcore.records import (
@@ -120,7 +121,7 @@ def build_world(
     reask, reask_max_tokens = reask_settings(spec)
     world = World(
         seed, backend, scenario=scenario.name, model_name=spec.model, intervention=intervention,
-        reask=reask, reask_max_tokens=reask_max_tokens,
+        reask=reask, reask_max_tokens=reask_max_tokens, fit=fitter_for(spec.options, spec.name),
     )
     try:
         scenario.build(world, config)

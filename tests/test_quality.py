@@ -28,8 +28,22 @@ def test_each_turn_counts_once_under_its_final_reading():
     q.record("vote", SALVAGED)
     c = q.to_dict()["vote"]
     assert c == {"replies": 5, "json": 3, "label": 1, "prose": 0, "unreadable": 1, "truncated": 2,
-                 "salvaged": 1, "reasked": 2}
+                 "salvaged": 1, "reasked": 2, "lowered": 0}
     assert sum(c[k] for k in ("json", "label", "prose", "unreadable")) == c["replies"]
+
+
+def test_budgets_lowered_to_fit_the_window_are_counted_and_said():
+    from simcore.quality import summary_lines
+
+    q = ParseQuality()
+    q.record("vote", JSON)
+    q.lowered("vote")
+    q.lowered("vote")  # (a call and its re-ask)
+    c = q.to_dict()["vote"]
+    assert c["lowered"] == 2 and c["replies"] == 1
+    lines = summary_lines(q.to_dict())
+    assert "every one read as JSON" not in " ".join(lines)
+    assert lines[1].endswith("0 re-asked, 2 with a budget lowered to fit the context window")
 
 
 def test_warning_above_two_percent_unreadable():

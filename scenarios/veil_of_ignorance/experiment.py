@@ -23,6 +23,10 @@ written by the LLM (one call, or three focused calls in sequence) from the old
 memory and the messages since the last update, and it replaces the discussion in
 later prompts, which then show only the current round's earlier messages.
 
+Where a prompt would not fit the model's context window (:mod:`simcore.fitting`),
+its memory and discussion sections are trimmed: the oldest public messages go
+first (the agent's memory strategy trims them), then the oldest memory notes.
+
 Everything an agent saw and said is kept per agent and round in
 ``world.state["log"]``, in the seed's agent-centric layout.
 """
@@ -30,7 +34,7 @@ Everything an agent saw and said is kept per agent and round in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from scenarios.veil_of_ignorance.config import FEEDBACK_AGENT, MODERATOR, VeilConfig
 from scenarios.veil_of_ignorance.principles import (
@@ -47,6 +51,7 @@ from scenarios.veil_of_ignorance.principles import (
 from simcore.agents import LLMAgent
 from simcore.kernel import Reply, World
 from simcore.memory import FullMemory, RecentMemory, make_memory, render
+from simcore.messages import Message
 from simcore.protocols import decision_rule, parallel, speaking_order
 from simcore.schema import amount, likert, option, text
 
@@ -307,21 +312,55 @@ def build(world: World, cfg: VeilConfig) -> None:
     world.process(experiment(world, cfg))
 
 
-def memory_view(agent: LLMAgent, cfg: VeilConfig) -> str:
-    """The agent's private memory as it enters a prompt."""
+def _notes(agent: LLMAgent, cfg: VeilConfig) -> list[tuple[int, str]]:
+    """The memory notes that enter a prompt."""
     notes: list[tuple[int, str]] = agent.params["notes"]
     if cfg.memory in LLM_MEMORY:
-        notes = notes[-1:]
-    elif isinstance(agent.memory, RecentMemory):
-        notes = notes[-agent.memory.k :]
+        return notes[-1:]
+    if isinstance(agent.memory, RecentMemory):
+        return notes[-agent.memory.k :]
+    return list(notes)
+
+
+def _public(agent: LLMAgent, cfg: VeilConfig) -> list[Message]:
+    """The public messages that enter a prompt (see the module docstring)."""
+    if cfg.memory in LLM_MEMORY:
+        return agent.visible()[agent.params["seen"] :]
+    return list(agent.memory.select(agent.visible()))
+
+
+def _render_notes(notes: list[tuple[int, str]]) -> str:
     return "\n".join(f"[round {r}] {text}" for r, text in notes)
+
+
+def memory_view(agent: LLMAgent, cfg: VeilConfig) -> str:
+    """The agent's private memory as it enters a prompt."""
+    return _render_notes(_notes(agent, cfg))
 
 
 def public_view(agent: LLMAgent, cfg: VeilConfig) -> str:
     """The public discussion as it enters a prompt (see the module docstring)."""
-    if cfg.memory in LLM_MEMORY:
-        return render(agent.visible()[agent.params["seen"] :])
-    return agent.context()
+    return render(_public(agent, cfg))
+
+
+def views_trim(agent: LLMAgent, cfg: VeilConfig, prompt: Callable[[str, str], str]) -> Callable[[int], str]:
+    """``prompt(memory, history)`` with both sections within a token budget (an ask's ``trim``).
+
+    The oldest public messages are dropped first, then the oldest memory notes. The
+    sections are taken now, as the prompt is.
+    """
+    public = _public(agent, cfg)
+    notes = _notes(agent, cfg)
+    # The notes after the messages, so that trimming the oldest first takes messages first.
+    items = [*public, *(Message(-1, 0.0, str(r), text) for r, text in notes)]
+
+    def trimmed(budget: int) -> str:
+        k = len(FullMemory().trim(items, budget))
+        n_notes = min(k, len(notes))
+        kept = public[len(public) - (k - n_notes):] if k > n_notes else []
+        return prompt(_render_notes(notes[len(notes) - n_notes:]), render(kept))
+
+    return trimmed
 
 
 def _ratings_line(scores: dict[str, int | None]) -> str:
@@ -357,8 +396,16 @@ def update_memory(world: World, agents: list[LLMAgent], cfg: VeilConfig, r: int)
             old, history, initial = inputs[a.name]
             memory = "\n\n".join(x for x in (old, _join(calls[a.name])) if x)
             prompts[a.name] = memory_prompt(cfg, r, memory, history, initial, step)
+
+        def trim(a: LLMAgent, step: str = step) -> Callable[[int], str]:
+            done, initial = _join(calls[a.name]), inputs[a.name][2]
+            # This update's earlier steps stay whole: only the old notes and the discussion are trimmed.
+            return views_trim(a, cfg, lambda m, h: memory_prompt(
+                cfg, r, "\n\n".join(x for x in (m, done) if x), h, initial, step))
+
         replies = yield from parallel(
-            world, agents, lambda a: prompts[a.name], phase="memory", history=False, round=r, step=step
+            world, agents, lambda a: prompts[a.name], phase="memory", history=False, round=r, step=step,
+            trim=trim,
         )
         for a, reply in zip(agents, replies):
             calls[a.name].append((step, title, prompts[a.name], reply))
@@ -400,12 +447,13 @@ def _call_record(cfg: VeilConfig, agent: LLMAgent, prompt: str, reply: Reply) ->
 # -- the experiment ------------------------------------------------------------
 
 def rate(
-    world: World, agents: list[LLMAgent], cfg: VeilConfig, phase: str, prompts: dict[str, str], **fields: Any
+    world: World, agents: list[LLMAgent], cfg: VeilConfig, phase: str, prompts: dict[str, str],
+    trim: Callable[[LLMAgent], Callable[[int], str]] | None = None, **fields: Any
 ) -> Any:
     """All agents rate the principles at once; returns {agent: {key: score or None}}."""
     replies = yield from parallel(
         world, agents, lambda a: prompts[a.name], schema=Ratings, phase=phase, history=False,
-        instruction=RATING_FORMAT, **fields
+        instruction=RATING_FORMAT, trim=trim, **fields
     )
     out = {}
     for a, reply in zip(agents, replies):
@@ -439,7 +487,8 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
         prompt = turn_prompt(cfg, r, memory, history)
         # The prompt carries the discussion itself: only its instruction is what a reply must not repeat.
         reply = yield agent.ask(prompt, schema=Turn, phase="deliberation", history=False,
-                                instruction=TURN_FORMAT, round=r)
+                                instruction=TURN_FORMAT, round=r,
+                                trim=views_trim(agent, cfg, lambda m, h: turn_prompt(cfg, r, m, h)))
         turn: Turn | None = reply.value
         choice = None if turn is None else turn.choice()
         # An unparsable reply is still what the agent said in public.
@@ -522,6 +571,7 @@ def interview(
     answers = yield from parallel(
         world, agents, lambda a: prompts[a.name], schema=Interview, phase="interview", history=False,
         instruction=ANSWER_FORMAT,
+        trim=lambda a: views_trim(a, cfg, lambda m, _: answer_prompt(asked[a.name], m, finals[a.name], outcome)),
     )
     for a, ans in zip(agents, answers):
         v: Interview | None = ans.value
@@ -552,7 +602,10 @@ def experiment(world: World, cfg: VeilConfig) -> Any:
     prompts = {
         a.name: final_rating_prompt(r, outcome, memory_view(a, cfg), public_view(a, cfg)) for a in agents
     }
-    ratings["final"] = yield from rate(world, agents, cfg, "rating_final", prompts, round=r)
+    ratings["final"] = yield from rate(
+        world, agents, cfg, "rating_final", prompts, round=r,
+        trim=lambda a: views_trim(a, cfg, lambda m, h: final_rating_prompt(r, outcome, m, h)),
+    )
 
     world.emit("phase", phase="interview")
     finals = {a.name: log[a.name][f"round_{r}"]["choice"] for a in agents}

@@ -334,10 +334,10 @@ def _label(i: int, spec: str, width: int = 38) -> str:
     return f"{label}: " + "\n".join(textwrap.wrap(short, width)) if short else label
 
 
-def _figure(n_rows: int, width: float = 8.5):
+def _figure(n_rows: int, width: float = 8.5, layout: str | None = None):
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, 1.6 + 0.75 * max(1, n_rows)))
+    return Figure(figsize=(width, 1.6 + 0.75 * max(1, n_rows)), layout=layout)
 
 
 def _jitter(n: int) -> np.ndarray:
@@ -405,7 +405,8 @@ def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     from simcore.plots import save_figure
 
     specs = res.perturbations
-    fig = _figure(len(specs))
+    # Constrained, so that the figure's legend gets a row of its own below the axis label.
+    fig = _figure(len(specs), layout="constrained")
     ax = fig.subplots()
     applied_label = "perturbation applied (event / baseline events)"
     diverged_label = "divergence began (t* / aligned pairs)"
@@ -429,5 +430,6 @@ def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     ax.set_title(f"{res.definition.get('scenario')}: where divergence began")
     ax.grid(axis="x", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+        # Below the axis label, not on it: the figure's legend gets its own row.
+        fig.legend(fontsize="small", loc="outside lower center", ncols=2, frameon=False)
     save_figure(fig, path, tight=True)

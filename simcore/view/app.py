@@ -12,6 +12,7 @@ Routes (``ID`` is an entry's path relative to RUNS_DIR):
 ``GET /sweep/ID``          a sweep (``/sweep-rows/ID``: its trials, for live updates)
 ``GET /study/ID``          a perturbation study
 ``GET /plot/ID?name=``     a PNG of an entry, checked against its manifest
+``GET /favicon.ico``       the icon (also ``/static/favicon.svg``)
 =========================  ==================================================
 
 Nothing here writes: every file is read through :mod:`simcore.readers`, and a
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import json
 import os
 import sys
@@ -42,9 +42,11 @@ from simcore.readers import (
     read_record,
     read_results,
     read_sweep_definition,
+    recorded_files,
 )
 from simcore.view import timeline
-from simcore.view.catalog import Catalog, kind_of, ledger_rows
+from simcore.view.catalog import Catalog, SweepLayout, arm_label, kind_of, ledger_rows
+from simcore.view.compare import Pair, event_text, pair_of, text_differences
 from simcore.view.paths import BadId, guard, inside, resolve_id, split_id
 from simcore.view.tracefile import open_trace
 
@@ -68,6 +70,8 @@ def _environment() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+    # An ISO time in UTC as "2026-11-26 10:33:41" (the column says UTC), which wraps at the space.
+    env.filters["when"] = lambda v: str(v).replace("T", " ").removesuffix("+00:00") if v else "-"
     return env
 
 
@@ -308,13 +312,14 @@ def _load_events(root: Path, eid: str) -> tuple[list[Any], dict[str, Any]]:
 def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
     from simcore.divergence import compare_signatures, comparison_order, control_flow
 
-    ctx: dict[str, Any] = {"a": a, "b": b, "damage": []}
+    ctx: dict[str, Any] = {"a": a, "b": b, "damage": [], "pair": Pair("conditions", "A", "B")}
     try:
         ea, ma = _load_events(root, a)
         eb, mb = _load_events(root, b)
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
         return ctx
+    ctx["pair"] = pair_of(ma, mb)
     if len(ea) * len(eb) > MAX_ALIGN_CELLS:
         ctx["too_big"] = (len(ea), len(eb))
         return ctx
@@ -324,12 +329,12 @@ def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
     flow = control_flow(sa, sb, cmp)
     aligned = []
     for k, p in enumerate(cmp.alignment):
-        aligned.append({
-            "k": k, "op": p.op, "t_star": k == cmp.t_star,
-            "left": None if p.i is None else ea[oa[p.i]], "right": None if p.j is None else eb[ob[p.j]],
-        })
+        left, right = None if p.i is None else ea[oa[p.i]], None if p.j is None else eb[ob[p.j]]
+        ta, tb = event_text(left), event_text(right)
+        aligned.append({"k": k, "op": p.op, "t_star": k == cmp.t_star, "left": left, "right": right,
+                        "text_differs": ta is not None and tb is not None and ta != tb})
     ctx.update(cmp=cmp, flow=flow, aligned=aligned, ma=ma, mb=mb, n_a=len(ea), n_b=len(eb),
-               ops="".join(p.op[0].upper() for p in cmp.alignment))
+               ops="".join(p.op[0].upper() for p in cmp.alignment), texts=text_differences(ea, eb, oa, ob, cmp))
     return ctx
 
 
@@ -361,6 +366,7 @@ def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
                     for i, x in enumerate(arms[0])]
     ctx["comparison"] = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
     ctx["aggregates"] = {arm: summary.get(f"run_{arm}_aggregate") or {} for arm in ("A", "B")}
+    ctx["arms"] = {arm: arm_label(summary, arm) for arm in ("A", "B")}
     return ctx
 
 
@@ -370,6 +376,7 @@ def _comparison_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
     try:
         guard(root, path / "manifest.json", path / "comparison.json")
         ctx["manifest"], ctx["comparison"] = read_comparison(path)
+        ctx["plots"] = _plots(root, path, ctx["manifest"])
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
     return ctx
@@ -398,35 +405,27 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
         definition = None
     ledger = ledger_rows(path)
     ctx["damage"] += ledger.damaged
-    cells: list[dict[str, Any]] = [{}]
-    conds: list[str] = ["none"]
-    trials = 1
-    if definition is not None:
-        names = [g[0] for g in definition["grid"]]
-        cells = [dict(zip(names, combo)) for combo in itertools.product(*(g[1] for g in definition["grid"]))]
-        if definition.get("conditions"):
-            field, values = definition["conditions"]
-            conds = [f"{field}={json.dumps(v) if not isinstance(v, str) else v}" for v in values]
-        trials = max(1, definition["trials"])
-        ctx["axes"] = [(n, sorted({json.dumps(c[n]) for c in cells})) for n in names]
+    layout = SweepLayout.of(definition)
+    ctx["axes"] = [(n, sorted({json.dumps(c[n]) for c in layout.cells})) for n in layout.names]
     metric_names: dict[str, None] = {}
     for row in ledger.rows:
-        # TrialJob.index order: cell-major, then condition, then trial.
-        i = row["index"]
-        cell, rest = divmod(i, len(conds) * trials)
-        cond, trial = divmod(rest, trials)
-        params = cells[cell] if cell < len(cells) else {}
+        cell, params, cond, trial = layout.place(row["index"])
         for name in row.get("metrics") or {}:
             metric_names.setdefault(name, None)
         run_dir = row.get("run_dir")
         run_id = None
         if run_dir and inside(root, path / run_dir) and (path / run_dir / "manifest.json").is_file():
             run_id = (path / run_dir).relative_to(root).as_posix()
-        ctx["rows"].append({**row, "cell": cell, "condition": conds[cond] if cond < len(conds) else "?",
+        ctx["rows"].append({**row, "cell": cell, "condition": cond,
                             "trial": trial, "params": {k: json.dumps(v) for k, v in params.items()},
                             "run": run_id})
+    # A trial of a later condition is compared with the same cell's and trial's first condition (same seed).
+    first = {(r["cell"], r["trial"]): r["run"] for r in ctx["rows"] if r["condition"] == layout.conditions[0]}
+    for r in ctx["rows"]:
+        other = first.get((r["cell"], r["trial"]))
+        r["compare"] = other if r["run"] and other and other != r["run"] else None
     ctx["metric_names"] = list(metric_names)
-    ctx["conditions"] = conds
+    ctx["conditions"] = layout.conditions
     return ctx
 
 
@@ -509,11 +508,10 @@ async def plot(request: web.Request) -> web.Response:
 
     def load() -> bytes:
         data = file.read_bytes()
-        if (path / "manifest.json").is_file():
-            expected = (read_manifest(path).get("files") or {}).get(name)
-            if expected is not None:
-                if hashlib.sha256(data).hexdigest() != expected:
-                    raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
+        # (a run's manifest, or a mechanism comparison's: simcore.readers reads each by its kind)
+        expected = (recorded_files(path) or {}).get(name)
+        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+            raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
         return data
 
     try:
@@ -521,6 +519,12 @@ async def plot(request: web.Request) -> web.Response:
     except DamagedFile as exc:
         raise web.HTTPUnprocessableEntity(text=str(exc)) from None
     return web.Response(body=data, content_type="image/png")
+
+
+async def favicon(request: web.Request) -> web.Response:
+    """The icon, for browsers that ask for ``/favicon.ico`` before reading a page's link."""
+    return web.Response(body=(STATIC / "favicon.svg").read_bytes(), content_type="image/svg+xml",
+                        headers={"Cache-Control": "max-age=86400"})
 
 
 @web.middleware
@@ -568,6 +572,7 @@ def make_app(runs_dir: str | Path) -> web.Application:
         web.get("/study/{id:.+}", study_page),
         web.get("/comparison/{id:.+}", comparison_page),
         web.get("/plot/{id:.+}", plot),
+        web.get("/favicon.ico", favicon),
         web.static("/static", STATIC, follow_symlinks=False),
     ])
     return app

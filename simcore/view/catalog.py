@@ -13,21 +13,25 @@ kind               marked by                        what it is
 ``comparison``     ``comparison.json``              ``python -m scenarios.llm_auction compare``
 =================  ===============================  =========================================
 
-The walk does not descend into an entry (a sweep's and a study's runs are listed
-on their own pages), into hidden directories (staging directories, ``.lock``),
-or through symlinked directories. Every file is read through
-:mod:`simcore.readers`; a damaged entry is listed with the reader's message.
-Summaries are cached per directory and recomputed when a marker file changes.
+The walk does not descend into an entry (a study's runs are listed on its own
+page), into hidden directories (staging directories, ``.lock``), or through
+symlinked directories. A Monte Carlo's trials (run directories beside its
+summary) and a sweep's trials (from its ledger) are not rows of their own: they
+are the group's ``trials``, shown nested under its row. Every file is read
+through :mod:`simcore.readers`; a damaged entry is listed with the reader's
+message. Summaries are cached per directory and recomputed when a marker file changes.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.quality import unreadable_share
+from simcore.quality import merge, unreadable_share
 from simcore.readers import (
     DamagedFile,
     read_comparison,
@@ -46,6 +50,23 @@ KEY_METRICS = 4
 
 
 @dataclass
+class Trial:
+    """One trial of a group, as its row nests it.
+
+    Attributes:
+        label: Its condition and number ("biased=true #0", "rounds=2, none #1").
+        id: Its run directory relative to RUNS_DIR, or None where it has none yet.
+        seed, status, parse: What the nested row shows.
+    """
+
+    label: str
+    id: str | None
+    seed: int | None = None
+    status: str | None = None
+    parse: str | None = None
+
+
+@dataclass
 class Entry:
     """One row of the runs table.
 
@@ -56,6 +77,7 @@ class Entry:
             What the table shows (None where unknown).
         damaged: The reader's message when a file failed its check.
         note: A short extra (trials, pairs, progress of a sweep).
+        trials: A Monte Carlo's or a sweep's trials, nested under its row.
     """
 
     id: str
@@ -71,6 +93,7 @@ class Entry:
     metrics: dict[str, Any] = field(default_factory=dict)
     damaged: str | None = None
     note: str = ""
+    trials: list[Trial] = field(default_factory=list)
 
 
 def kind_of(names: set[str]) -> str | None:
@@ -109,7 +132,7 @@ class Catalog:
             depth = len(here.parts) - root_depth
             dirnames[:] = sorted(d for d in dirnames if SEGMENT.match(d) and depth < MAX_DEPTH - 1)
         found.sort(key=lambda e: (e.created or "", e.id), reverse=True)
-        return found
+        return nest(found)
 
     def entry(self, path: Path, kind: str | None = None, names: set[str] | None = None) -> Entry:
         """The summary of one directory (cached)."""
@@ -132,6 +155,26 @@ class Catalog:
         return entry
 
 
+def nest(entries: list[Entry]) -> list[Entry]:
+    """The entries without the runs that are a Monte Carlo's trials; each group gets copies of
+    its own trials' rows with their status and parse quality (the cached entries stay as they are)."""
+    runs = {e.id: e for e in entries if e.kind == "run"}
+    taken: set[str] = set()
+    out = []
+    for e in entries:
+        if e.trials and e.kind in ("montecarlo", "counterfactual"):
+            trials = []
+            for t in e.trials:
+                run = runs.get(t.id or "")
+                if run is not None:
+                    taken.add(run.id)
+                    t = Trial(t.label, t.id, run.seed, run.status, run.parse)
+                trials.append(t)
+            e = Entry(**{**e.__dict__, "trials": trials})
+        out.append(e)
+    return [e for e in out if e.id not in taken]
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
@@ -147,6 +190,8 @@ def _unknown(path: Path, entry: Entry) -> None:
 def _parse_cell(quality: dict[str, Any] | None) -> str | None:
     if not quality:
         return None
+    if all(isinstance(c, dict) and all(isinstance(v, dict) for v in c.values()) for c in quality.values()):
+        quality = merge(quality.values())  # a Monte Carlo's: per arm, then per kind
     share = unreadable_share(quality)
     reasked = sum(int(c.get("reasked", 0)) for c in quality.values())
     n = sum(int(c.get("replies", 0)) for c in quality.values())
@@ -194,6 +239,27 @@ def _group(path: Path, entry: Entry) -> None:
     entry.status = "ok" if not failed else f"{len(failed)} failed"
     entry.note = f"{summary.get('n_trials', '?')} trial(s) per arm"
     entry.parse = _parse_cell(summary.get("parse_quality"))
+    parent = entry_id_of_parent(entry.id)
+    for arm in ("A", "B"):
+        label = arm_label(summary, arm)
+        for k, name in enumerate(summary.get(f"run_{arm}_trial_ids") or []):
+            entry.trials.append(Trial(f"{label} #{k}", f"{parent}/{name}" if parent else str(name)))
+
+
+def entry_id_of_parent(eid: str) -> str:
+    """The id of the directory that holds entry ``eid`` ("" for RUNS_DIR itself)."""
+    return eid.rpartition("/")[0]
+
+
+def condition(field_name: str, value: Any) -> str:
+    """A condition as the pages write it: ``biased=true``, ``mechanism=auction``."""
+    return f"{field_name}={value if isinstance(value, str) else json.dumps(value)}"
+
+
+def arm_label(summary: dict[str, Any], arm: str) -> str:
+    """A Monte Carlo arm by its condition (``biased=true``), else by its letter."""
+    cf = summary.get("counterfactual") or {}
+    return condition(cf["field"], cf.get(arm)) if cf.get("field") else arm
 
 
 def _comparison(path: Path, entry: Entry) -> None:
@@ -236,6 +302,57 @@ def _sweep(path: Path, entry: Entry) -> None:
     entry.note = f"{done} of {planned if planned is not None else '?'} trials written"
     if ledger.damaged:
         entry.note += f"; {len(ledger.damaged)} ledger line(s) unreadable"
+    layout = SweepLayout.of(definition)
+    for row in ledger.rows:
+        run_dir = row.get("run_dir")
+        tid = f"{entry.id}/{run_dir}" if run_dir and (path / run_dir / "manifest.json").is_file() else None
+        _, params, cond, trial = layout.place(row["index"])
+        label = ", ".join([*(condition(k, v) for k, v in params.items()), *([cond] if cond != "none" else [])])
+        entry.trials.append(Trial(f"{label or 'trial'} #{trial}", tid, row.get("seed"), row.get("status"),
+                                  _parse_cell(_unflatten(row.get("quality")))))
+
+
+@dataclass
+class SweepLayout:
+    """Where a sweep's trial sits: its grid cell, condition and number (``TrialJob.index`` order:
+    cell-major, then condition, then trial)."""
+
+    names: list[str]
+    cells: list[dict[str, Any]]
+    conditions: list[str]
+    trials: int
+
+    @classmethod
+    def of(cls, definition: dict[str, Any] | None) -> "SweepLayout":
+        """The layout of a sweep definition (``sweep.json``); one cell and condition without one."""
+        if definition is None:
+            return cls([], [{}], ["none"], 1)
+        names = [g[0] for g in definition["grid"]]
+        cells = [dict(zip(names, combo)) for combo in itertools.product(*(g[1] for g in definition["grid"]))]
+        conds = ["none"]
+        if definition.get("conditions"):
+            name, values = definition["conditions"]
+            conds = [condition(name, v) for v in values]
+        return cls(names, cells, conds, max(1, definition["trials"]))
+
+    def place(self, index: int) -> tuple[int, dict[str, Any], str, int]:
+        """The grid cell (its number and values), the condition and the trial number of trial ``index``."""
+        cell, rest = divmod(index, len(self.conditions) * self.trials)
+        cond, trial = divmod(rest, self.trials)
+        return (cell, self.cells[cell] if cell < len(self.cells) else {},
+                self.conditions[cond] if cond < len(self.conditions) else "?", trial)
+
+
+def _unflatten(quality: Any) -> dict[str, dict[str, Any]] | None:
+    """A ledger's ``parse.<kind>.<count>`` columns as parse quality per kind."""
+    if not isinstance(quality, dict):
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in quality.items():
+        head, kind, name = (key.split(".", 2) + ["", ""])[:3]
+        if head == "parse" and name:
+            out.setdefault(kind, {})[name] = value
+    return out or None
 
 
 def _study(path: Path, entry: Entry) -> None:

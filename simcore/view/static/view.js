@@ -16,13 +16,24 @@ function compareValues(a, b) {
   return a.localeCompare(b, undefined, {numeric: true});
 }
 
+// A row of class "child" (a group's nested trials) belongs to the row before it:
+// it moves and hides with that row, and is never sorted or filtered on its own.
+function rowGroups(body) {
+  const groups = [];
+  for (const row of Array.from(body.rows)) {
+    if (row.classList.contains("child") && groups.length) groups[groups.length - 1].push(row);
+    else groups.push([row]);
+  }
+  return groups;
+}
+
 function sortTable(table) {
   const state = table.sortState;
   if (!state) return;
   const body = table.tBodies[0];
-  const rows = Array.from(body.rows);
-  rows.sort((r1, r2) => state.dir * compareValues(cellValue(r1, state.col), cellValue(r2, state.col)));
-  rows.forEach(r => body.appendChild(r));
+  const groups = rowGroups(body);
+  groups.sort((g1, g2) => state.dir * compareValues(cellValue(g1[0], state.col), cellValue(g2[0], state.col)));
+  groups.forEach(g => g.forEach(r => body.appendChild(r)));
 }
 
 function filterTable(table) {
@@ -30,12 +41,13 @@ function filterTable(table) {
   const needle = text ? text.value.trim().toLowerCase() : "";
   const selects = document.querySelectorAll(`select.filter[data-table="${table.id}"]`);
   let shown = 0;
-  for (const row of table.tBodies[0].rows) {
-    let ok = !needle || row.textContent.toLowerCase().includes(needle);
+  for (const [row, ...children] of rowGroups(table.tBodies[0])) {
+    const words = [row, ...children].map(r => r.textContent.toLowerCase()).join(" ");
+    let ok = !needle || words.includes(needle);
     for (const s of selects) {
       if (s.value && row.getAttribute("data-k-" + s.dataset.key) !== s.value) ok = false;
     }
-    row.hidden = !ok;
+    for (const r of [row, ...children]) r.hidden = !ok;
     if (ok) shown++;
   }
   table.dataset.shown = shown;
@@ -127,7 +139,7 @@ function setUpCompare() {
   if (only) {
     only.addEventListener("change", () => {
       for (const row of document.querySelectorAll("#aligned tbody tr")) {
-        row.hidden = only.checked && row.classList.contains("op-match");
+        row.hidden = only.checked && row.classList.contains("op-match") && !row.classList.contains("text-differs");
       }
     });
   }
