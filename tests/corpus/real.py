@@ -17,6 +17,7 @@ The layout is in ``tests/corpus/README.md``.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import importlib
 import json
@@ -162,10 +163,12 @@ def capture() -> Iterator[list[Captured]]:
 # -- the corpus ---------------------------------------------------------------------
 
 def load(root: Path = REAL) -> list[dict[str, Any]]:
-    """Every labelled record of the corpus, in file order."""
+    """Every labelled record of the corpus (``*.jsonl.gz`` and ``*.jsonl``), in file order."""
     out = []
-    for path in sorted(root.glob("*.jsonl")):
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for path in sorted([*root.glob("*.jsonl.gz"), *root.glob("*.jsonl")]):
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+        for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 rec = json.loads(line)
                 rec["instruction"] = unpack_instruction(rec["messages"], rec["instruction"])
@@ -316,9 +319,28 @@ def format_table(table: Mapping[tuple[str, str, str], Mapping[str, int]]) -> str
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    counts, bad = tally(load())
+def main(argv: list[str] | None = None) -> int:
+    """Print the counts per model, JSON mode and kind, and every misread (or, with
+    ``--labels``, every record's label, note and reply, without reading any)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tests.corpus.real", description=main.__doc__)
+    p.add_argument("--labels", action="store_true", help="list labels and replies; run no reader")
+    args = p.parse_args(argv)
+    records = load()
+    if args.labels:
+        for rec in records:
+            print(f"== {rec['where']} {rec['model']}/{rec['json_mode']} {rec['scenario']} {rec['kind']} "
+                  f"finish={rec['finish_reason']}\nlabel: {json.dumps(rec['label'])}\nnote: {rec['note']}\n"
+                  f"{rec['reply']}\n")
+        return 0
+    counts, bad = tally(records)
     print(format_table(counts))
     print(f"\n{len(bad)} misread fields")
     for line in bad:
         print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
