@@ -282,9 +282,14 @@ def check(captured: list[Captured], by_key: Mapping[str, Mapping[str, Any]] | No
     return found, bad
 
 
+COLUMNS = ("replies", "read", "flagged", "misread replies", "fields", "right", "misread", "lost")
+
+
 def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], dict[str, int]], list[str]]:
-    """Read every record and count, per (model, JSON mode, kind): replies, fields labelled,
-    right, misread and lost (flagged where the label has a value).
+    """Read every record and count, per (model, JSON mode, kind), the :data:`COLUMNS`:
+    replies, read (readable) and flagged (unreadable) replies, replies with a misread
+    field; labelled fields, and of those right, misread and lost (flagged where the label
+    has a value).
 
     Returns:
         (the counts, one line per misread field).
@@ -293,11 +298,14 @@ def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], 
     misreads: list[str] = []
     for rec in records:
         label = rec["label"]
-        got = values(read(rec), list(label))
-        row = table.setdefault((rec["model"], rec["json_mode"], rec["kind"]),
-                               dict.fromkeys(("replies", "fields", "right", "misread", "lost"), 0))
+        reading = read(rec)
+        got = values(reading, list(label))
+        row = table.setdefault((rec["model"], rec["json_mode"], rec["kind"]), dict.fromkeys(COLUMNS, 0))
         row["replies"] += 1
-        for name, outcome in compare(label, got).items():
+        row["read" if reading.readable else "flagged"] += 1
+        outcomes = compare(label, got)
+        row["misread replies"] += "misread" in outcomes.values()
+        for name, outcome in outcomes.items():
             row["fields"] += 1
             row[outcome] += 1
             if outcome == "misread":
@@ -308,14 +316,13 @@ def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], 
 
 def format_table(table: Mapping[tuple[str, str, str], Mapping[str, int]]) -> str:
     """The counts of :func:`tally` as a Markdown table, with a total row."""
-    cols = ("replies", "fields", "right", "misread", "lost")
-    lines = ["| model | JSON mode | kind | " + " | ".join(cols) + " |", "|" + " --- |" * (3 + len(cols))]
-    total = dict.fromkeys(cols, 0)
+    lines = ["| model | JSON mode | kind | " + " | ".join(COLUMNS) + " |", "|" + " --- |" * (3 + len(COLUMNS))]
+    total = dict.fromkeys(COLUMNS, 0)
     for (model, mode, kind), row in sorted(table.items()):
-        lines.append(f"| {model} | {mode} | {kind} | " + " | ".join(str(row[c]) for c in cols) + " |")
-        for c in cols:
+        lines.append(f"| {model} | {mode} | {kind} | " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+        for c in COLUMNS:
             total[c] += row[c]
-    lines.append("| all | | | " + " | ".join(str(total[c]) for c in cols) + " |")
+    lines.append("| all | | | " + " | ".join(str(total[c]) for c in COLUMNS) + " |")
     return "\n".join(lines)
 
 
