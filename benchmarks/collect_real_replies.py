@@ -11,7 +11,7 @@ written by a person reading the replies.
 Writes one JSON line per reply to ``--out`` (default
 ``runs/real_replies/<model>-json_<mode>.jsonl``, appended, so an interrupted
 collection keeps what it got) with ``label`` and ``note`` left null. Label them,
-then move the lines into ``tests/corpus/real/`` (see ``tests/corpus/README.md``)::
+then add the lines to ``tests/corpus/real/`` (see ``tests/corpus/README.md``)::
 
     python benchmarks/collect_real_replies.py --models smollm2 --json-modes off --seeds 1,2
     python benchmarks/collect_real_replies.py --models qwen --scenarios llm_auction --seeds 5 \\
@@ -91,11 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.json_modes.split(",")
     if any(m not in JSON_MODES for m in modes):
         p.error(f"--json-modes: each must be on or off; got {args.json_modes!r}")
+    models = args.models.split(",")
+    if any(m not in MODELS for m in models):
+        p.error(f"--models: each must be one of {', '.join(MODELS)}; got {args.models!r}")
+    if not all(s.strip().isdigit() for s in args.seeds.split(",")):
+        p.error(f"--seeds: comma-separated whole numbers; got {args.seeds!r}")
     seeds = [int(s) for s in args.seeds.split(",")]
     runs = ROOT / "runs" / "real_replies"
     runs.mkdir(parents=True, exist_ok=True)
     total, start = 0, time.monotonic()
-    for model in args.models.split(","):
+    for model in models:
         with llama_server(model_path(model), n_ctx=args.n_ctx, log=runs / f"{model}.server.log") as url:
             for mode in modes:
                 out = Path(args.out) if args.out else runs / f"{model}-json_{mode}.jsonl"

@@ -1,6 +1,6 @@
 """The labelled corpus of real replies (``tests/corpus/real/``): capture, load, read, compare.
 
-Each line of ``tests/corpus/real/*.jsonl`` is one reply a real model wrote, with
+Each line of ``tests/corpus/real/*.jsonl.gz`` is one reply a real model wrote, with
 the request it answered and a label written by a person who read it: per field,
 the one value the reply itself commits to, ``null`` where it commits to none, or
 ``{"ambiguous": [candidates]}`` where it can fairly be read more than one way.
@@ -78,7 +78,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass
+@dataclass(frozen=True)
 class Captured:
     """One call a world answered: the request as sent, how the kernel read it, and the reply.
 
@@ -103,8 +103,8 @@ class Captured:
         """The corpus fields of this call (without ``reading``, label or note)."""
         return {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
                 "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
-                "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens, "reply": self.reply,
-                "finish_reason": self.finish_reason}
+                "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
+                "reply": self.reply, "finish_reason": self.finish_reason}
 
 
 def pack_instruction(messages: list[Mapping[str, str]], instruction: str) -> str | dict[str, int]:
@@ -275,10 +275,10 @@ def check(captured: list[Captured], by_key: Mapping[str, Mapping[str, Any]] | No
             continue
         found += 1
         label = rec["label"]
-        for name, outcome in compare(label, values(c.reading, list(label))).items():
+        got = values(c.reading, list(label))
+        for name, outcome in compare(label, got).items():
             if outcome == "misread":
-                bad.append(f"{rec['where']} {name}: label {label[name]!r}, read "
-                           f"{values(c.reading, [name])[name]!r}: {c.reply[:80]!r}")
+                bad.append(f"{rec['where']} {name}: label {label[name]!r}, read {got[name]!r}: {c.reply[:80]!r}")
     return found, bad
 
 
