@@ -18,6 +18,7 @@ from scenarios.context_corrosion import SCENARIO  # noqa: E402
 from simcore.cli import main  # noqa: E402
 from simcore.records import read_json  # noqa: E402
 from simcore.replay import replay_async  # noqa: E402
+from tests.corpus import real  # noqa: E402
 
 pytestmark = pytest.mark.realserver
 
@@ -27,9 +28,10 @@ def test_context_corrosion_on_gemma_records_and_replays_offline(tmp_path):
     args = ["--backend", "llamacpp", "--model", "gemma-3-270m", "--reask", "0", "--rounds", "1", "--n-peers", "2",
             "--dominant-tokens", "48", "--peer-tokens", "32", "--temperature", "0", "--seed", "3",
             "--out", str(out), "--json"]
-    with llama_server(log=tmp_path / "server.log") as url:
+    with llama_server(log=tmp_path / "server.log") as url, real.capture() as calls:
         code = main(SCENARIO, [*args, "--base-url", url])
     assert code == 0
+    assert not real.check(calls)[1]  # replies in the labelled corpus are read as labelled
     run_dir = next((out / "context_corrosion").iterdir())
     results = read_json(run_dir / "results.json")
     usage = results["usage"]["gemma-3-270m"]
@@ -105,8 +107,12 @@ def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_
     scenario = load_scenario(name)
     config = scenario.config_type.from_mapping(SMALL[name])
     spec = BackendSpec("llamacpp", model, base_url=url, options={"json_mode": json_mode, "timeout_s": 900})
-    trial = asyncio.run(run_trial_async(scenario, config, 1, spec))
+    with real.capture() as calls:
+        trial = asyncio.run(run_trial_async(scenario, config, 1, spec))
     assert trial.status == "ok", trial.error
+    in_corpus, misread = real.check(calls)  # replies in the labelled corpus are read as labelled
+    print("CORPUS", json.dumps({"scenario": name, "model": model, "json_mode": json_mode, "in_corpus": in_corpus}))
+    assert not misread, "\n".join(misread)
     # One line per reply kind for the parse-quality table (shown with pytest -rA).
     for kind, counts in sorted(trial.results["parse_quality"].items()):
         print("PARSE", json.dumps({"scenario": name, "model": model, "json_mode": json_mode, "kind": kind, **counts}))

@@ -1,0 +1,353 @@
+"""The labelled corpus of real replies (``tests/corpus/real/``): capture, load, read, compare.
+
+Each line of ``tests/corpus/real/*.jsonl.gz`` is one reply a real model wrote, with
+the request it answered and a label written by a person who read it: per field,
+the one value the reply itself commits to, ``null`` where it commits to none, or
+``{"ambiguous": [candidates]}`` where it can fairly be read more than one way.
+The layout is in ``tests/corpus/README.md``.
+
+- :func:`capture` records every call worlds answer while it is active (what the
+  collector, ``benchmarks/collect_real_replies.py``, writes out, and what the
+  real-model tests check against the labels);
+- :func:`read` reads a corpus record the way the kernel reads the reply it holds;
+- :func:`compare` says, per labelled field, whether a reading is right, a misread
+  (a value the label does not allow) or lost (flagged where the label has a value).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from backends.base import LLMResponse
+from simcore.kernel import World
+from simcore.reading import Reading, read_reply
+from simcore.schema import (
+    Amount,
+    Choice,
+    Confidence,
+    FieldPlan,
+    Flag,
+    Likert,
+    Option,
+    Text,
+    reply_kind,
+)
+
+REAL = Path(__file__).resolve().parent / "real"
+ANY_TEXT = "*"  # the label of a text field that holds an answer of the reply's own (its wording is not compared)
+
+# The fields labelled per reply kind: every field with a fixed answer (an action, an
+# option, a rating, an amount, a confidence, a yes/no), and the required text fields
+# (labelled ANY_TEXT or null). Optional free text (reasoning, key points, arguments)
+# is not labelled.
+LABELLED: dict[str, tuple[str, ...]] = {
+    "decision": ("action",),
+    "strategy": ("strategy",),
+    "rating": ("maximize_minimum", "maximize_average", "floor_constraint", "range_constraint"),
+    "turn": ("message", "principle", "constraint_amount"),
+    "interview": ("explanation",),
+    "assessment": ("option", "confidence"),
+    "proposal": ("option", "confidence"),
+    "critique": ("critique", "option", "confidence"),
+    "ballot": ("option",),
+    "initial": ("answer", "confidence"),
+    "discussion": ("response", "confidence"),
+    "final_vote": ("final_answer", "final_confidence", "changed_position"),
+}
+
+
+def key(messages: list[Mapping[str, str]] | tuple, reply: str) -> str:
+    """The lookup key of a reply: sha256 of the messages it answered and its text."""
+    msgs = [[m["role"], m["content"]] if isinstance(m, Mapping) else [m.role, m.content] for m in messages]
+    return hashlib.sha256(json.dumps([msgs, reply], ensure_ascii=False).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """``allowed`` as JSON (tuples become lists; mappings keep their order)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One call a world answered: the request as sent, how the kernel read it, and the reply.
+
+    ``reading`` is kept in memory only (the collector never writes it: labels are
+    written without looking at what a reader made of the reply).
+    """
+
+    model: str
+    scenario: str
+    fields: dict[str, Any]
+    kind: str
+    schema: str
+    messages: list[dict[str, str]]
+    allowed: dict[str, Any] | None
+    instruction: str
+    max_tokens: int
+    reply: str
+    finish_reason: str
+    reading: Reading | None = field(default=None, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """The corpus fields of this call (without ``reading``, label or note)."""
+        return {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
+                "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
+                "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
+                "reply": self.reply, "finish_reason": self.finish_reason}
+
+
+def pack_instruction(messages: list[Mapping[str, str]], instruction: str) -> str | dict[str, int]:
+    """The instruction, stored short where it is the system prompt and the end of the user message
+    (``{"user_from": i}``, as the agents build it), else in full."""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    user = messages[-1]["content"]
+    rest = instruction[len(system) + 1:]
+    if instruction.startswith(system + "\n") and user.endswith(rest):
+        return {"user_from": len(user) - len(rest)}
+    return instruction
+
+
+def unpack_instruction(messages: list[Mapping[str, str]], stored: str | Mapping[str, int]) -> str:
+    """The instruction :func:`pack_instruction` stored."""
+    if isinstance(stored, str):
+        return stored
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    return f"{system}\n{messages[-1]['content'][stored['user_from']:]}"
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[Captured]]:
+    """Record every call with a schema that any world answers inside the block.
+
+    It wraps ``World._deliver``, where the kernel reads a reply, so it sees what
+    the kernel read: the request (messages, ``allowed``, the instruction a reply
+    must not merely repeat) and the response. Not re-entrant.
+    """
+    calls: list[Captured] = []
+    original = World._deliver
+
+    def deliver(world: World, call: Any, res: Any) -> None:
+        request = call.request  # released by the kernel once delivered
+        original(world, call, res)
+        if call.schema is None or not isinstance(res, LLMResponse):
+            return
+        reply = call.value
+        calls.append(Captured(
+            model=request.model, scenario=world.scenario,
+            fields={k: v for k, v in call.fields.items() if isinstance(v, (str, int, float, bool))},
+            kind=reply_kind(call.schema), schema=f"{call.schema.__module__}:{call.schema.__qualname__}",
+            messages=[{"role": m.role, "content": m.content} for m in request.messages],
+            allowed=None if call.allowed is None else _plain(call.allowed), instruction=call.instruction,
+            max_tokens=request.max_tokens, reply=res.text, finish_reason=res.finish_reason,
+            reading=reply.reading,
+        ))
+
+    World._deliver = deliver  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        World._deliver = original  # type: ignore[method-assign]
+
+
+# -- the corpus ---------------------------------------------------------------------
+
+def load(root: Path = REAL) -> list[dict[str, Any]]:
+    """Every labelled record of the corpus (``*.jsonl.gz`` and ``*.jsonl``), in file order."""
+    out = []
+    for path in sorted([*root.glob("*.jsonl.gz"), *root.glob("*.jsonl")]):
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                rec = json.loads(line)
+                rec["instruction"] = unpack_instruction(rec["messages"], rec["instruction"])
+                rec["where"] = f"{path.name}:{n}"
+                out.append(rec)
+    return out
+
+
+def labels_by_key(root: Path = REAL) -> dict[str, dict[str, Any]]:
+    """Labelled records by :func:`key` (what the real-model tests look replies up by)."""
+    return {key(r["messages"], r["reply"]): r for r in load(root)}
+
+
+def schema_of(rec: Mapping[str, Any]) -> type:
+    """The reply dataclass a record's reply was read into."""
+    module, _, name = rec["schema"].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def read(rec: Mapping[str, Any]) -> Reading:
+    """Read a record's reply as the kernel read it (see ``World._deliver``)."""
+    return read_reply(rec["reply"], schema_of(rec), finish_reason=rec["finish_reason"], allowed=rec["allowed"],
+                      instruction=rec["instruction"])
+
+
+def values(reading: Reading | None, names: list[str]) -> dict[str, Any]:
+    """Each field's value in ``reading``; None for a field the reader left unread (flagged).
+
+    A reading with a value gives all fields; one without gives those in a
+    ``fields`` mapping it may carry (a multi-field reply that kept its clean fields).
+    """
+    if reading is not None and reading.value is not None:
+        return {n: getattr(reading.value, n, None) for n in names}
+    kept = getattr(reading, "fields", None)
+    kept = kept if isinstance(kept, Mapping) else {}
+    return {n: kept.get(n) for n in names}
+
+
+def valid(f: FieldPlan, value: Any, allowed: Mapping[str, Any] | None) -> bool:
+    """Whether a label's value is one the field can hold (for the corpus's own checks)."""
+    kind = f.kind
+    if isinstance(kind, Text):
+        return value == ANY_TEXT
+    if isinstance(kind, Choice):
+        return value in kind.options
+    if isinstance(kind, Option):
+        keys = (allowed or {}).get(f.name) or kind.keys
+        return isinstance(value, str) and value in [str(k) for k in keys]
+    if isinstance(kind, Likert):
+        return type(value) is int and 1 <= value <= len(kind.scale)
+    if isinstance(kind, Confidence):
+        return type(value) in (int, float) and 0 <= value <= 1
+    if isinstance(kind, Amount):
+        return type(value) in (int, float) and value >= kind.lo and (kind.hi is None or value <= kind.hi)
+    if isinstance(kind, Flag):
+        return type(value) is bool
+    return False
+
+
+def _same(label: Any, got: Any) -> bool:
+    if label == ANY_TEXT:
+        return isinstance(got, str) and bool(got.strip())
+    if isinstance(label, bool) or isinstance(got, bool):
+        return label is got
+    if isinstance(label, (int, float)) and isinstance(got, (int, float)):
+        return abs(label - got) <= 1e-9 * max(1.0, abs(label))
+    return str(label) == str(got)
+
+
+def compare(label: Mapping[str, Any], got: Mapping[str, Any]) -> dict[str, str]:
+    """Per labelled field: "right", "misread" or "lost".
+
+    A misread is a value the label does not allow: any value where the label is
+    null, another value where it has one, a value outside an ambiguous label's
+    candidates. Lost is no value where the label has one (or ambiguous
+    candidates): a flagged reading, allowed but counted.
+    """
+    out = {}
+    for name, want in label.items():
+        value = got.get(name)
+        if isinstance(want, Mapping) and "ambiguous" in want:
+            ok = value is None or any(_same(c, value) for c in want["ambiguous"])
+            out[name] = "right" if ok else "misread"
+        elif want is None:
+            out[name] = "right" if value is None else "misread"
+        elif value is None:
+            out[name] = "lost"
+        else:
+            out[name] = "right" if _same(want, value) else "misread"
+    return out
+
+
+def check(captured: list[Captured], by_key: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[int, list[str]]:
+    """Compare the kernel's readings of captured calls with the labels of those in the corpus.
+
+    Returns:
+        (how many captured replies are in the corpus, one line per misread field).
+    """
+    by_key = labels_by_key() if by_key is None else by_key
+    found, bad = 0, []
+    for c in captured:
+        rec = by_key.get(key(c.messages, c.reply))
+        if rec is None:
+            continue
+        found += 1
+        label = rec["label"]
+        got = values(c.reading, list(label))
+        for name, outcome in compare(label, got).items():
+            if outcome == "misread":
+                bad.append(f"{rec['where']} {name}: label {label[name]!r}, read {got[name]!r}: {c.reply[:80]!r}")
+    return found, bad
+
+
+COLUMNS = ("replies", "read", "flagged", "misread replies", "fields", "right", "misread", "lost")
+
+
+def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], dict[str, int]], list[str]]:
+    """Read every record and count, per (model, JSON mode, kind), the :data:`COLUMNS`:
+    replies, read (readable) and flagged (unreadable) replies, replies with a misread
+    field; labelled fields, and of those right, misread and lost (flagged where the label
+    has a value).
+
+    Returns:
+        (the counts, one line per misread field).
+    """
+    table: dict[tuple[str, str, str], dict[str, int]] = {}
+    misreads: list[str] = []
+    for rec in records:
+        label = rec["label"]
+        reading = read(rec)
+        got = values(reading, list(label))
+        row = table.setdefault((rec["model"], rec["json_mode"], rec["kind"]), dict.fromkeys(COLUMNS, 0))
+        row["replies"] += 1
+        row["read" if reading.readable else "flagged"] += 1
+        outcomes = compare(label, got)
+        row["misread replies"] += "misread" in outcomes.values()
+        for name, outcome in outcomes.items():
+            row["fields"] += 1
+            row[outcome] += 1
+            if outcome == "misread":
+                misreads.append(f"{rec['where']} {rec['model']}/{rec['json_mode']}/{rec['kind']} {name}: "
+                                f"label {label[name]!r}, read {got[name]!r}; reply {rec['reply'][:100]!r}")
+    return table, misreads
+
+
+def format_table(table: Mapping[tuple[str, str, str], Mapping[str, int]]) -> str:
+    """The counts of :func:`tally` as a Markdown table, with a total row."""
+    lines = ["| model | JSON mode | kind | " + " | ".join(COLUMNS) + " |", "|" + " --- |" * (3 + len(COLUMNS))]
+    total = dict.fromkeys(COLUMNS, 0)
+    for (model, mode, kind), row in sorted(table.items()):
+        lines.append(f"| {model} | {mode} | {kind} | " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+        for c in COLUMNS:
+            total[c] += row[c]
+    lines.append("| all | | | " + " | ".join(str(total[c]) for c in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the counts per model, JSON mode and kind, and every misread (or, with
+    ``--labels``, every record's label, note and reply, without reading any)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tests.corpus.real", description=main.__doc__)
+    p.add_argument("--labels", action="store_true", help="list labels and replies; run no reader")
+    args = p.parse_args(argv)
+    records = load()
+    if args.labels:
+        for rec in records:
+            print(f"== {rec['where']} {rec['model']}/{rec['json_mode']} {rec['scenario']} {rec['kind']} "
+                  f"finish={rec['finish_reason']}\nlabel: {json.dumps(rec['label'])}\nnote: {rec['note']}\n"
+                  f"{rec['reply']}\n")
+        return 0
+    counts, bad = tally(records)
+    print(format_table(counts))
+    print(f"\n{len(bad)} misread fields")
+    for line in bad:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

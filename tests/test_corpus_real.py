@@ -1,0 +1,92 @@
+"""The labelled corpus of real replies (tests/corpus/real, issue 33): no reply may be misread.
+
+Every reply is read with the request it answered, through the kernel's one reading
+entry point (:func:`simcore.reading.read_reply`, with the call's ``allowed`` and
+instruction), and each labelled field is compared with the label a person wrote
+by reading the reply. A misread (a value the label does not allow) fails; a flag
+where the label has a value is a lost reading, counted and printed but allowed.
+
+``python -m tests.corpus.real`` prints the counts per model, JSON mode and kind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simcore.schema import plan
+from tests.corpus import real
+
+RECORDS = real.load()
+KEYS = ("model", "json_mode", "scenario", "seed", "kind", "schema", "messages", "allowed", "instruction",
+        "max_tokens", "reply", "finish_reason", "label", "note")
+
+
+def test_the_corpus_is_there_and_every_record_is_complete_and_labelled():
+    assert len(RECORDS) >= 200
+    assert {r["model"] for r in RECORDS} == {"smollm2", "gemma", "qwen"}
+    assert {r["json_mode"] for r in RECORDS} == {"on", "off"}
+    assert {r["scenario"] for r in RECORDS} == {"acausal_cooperation", "veil_of_ignorance", "llm_auction",
+                                                "context_corrosion"}
+    for r in RECORDS:
+        where = r["where"]
+        assert set(KEYS) <= set(r), where
+        assert r["finish_reason"] in ("stop", "length"), where
+        assert [m["role"] for m in r["messages"]][-1] == "user", where
+        schema = real.schema_of(r)
+        assert set(r["label"]) == set(real.LABELLED[r["kind"]]), where
+        fields = {f.name: f for f in plan(schema)}
+        for name, want in r["label"].items():
+            assert name in fields, where
+            candidates = want["ambiguous"] if isinstance(want, dict) else [want]
+            assert isinstance(candidates, list) and candidates, where
+            for c in candidates:
+                assert c is None or real.valid(fields[name], c, r["allowed"]), (where, name, c)
+
+
+def test_keys_find_each_record():
+    by_key = real.labels_by_key()
+    assert len(by_key) == len(RECORDS)  # no reply to the same messages twice
+    for r in RECORDS:
+        assert by_key[real.key(r["messages"], r["reply"])]["where"] == r["where"]
+
+
+def test_compare_counts_misreads_and_lost_readings():
+    label = {"action": "DEFECT", "option": None, "rating": {"ambiguous": [2, 3]}, "text": real.ANY_TEXT}
+    assert real.compare(label, {"action": "DEFECT", "option": None, "rating": 3, "text": "Cooperate first."}) == {
+        "action": "right", "option": "right", "rating": "right", "text": "right"}
+    assert real.compare(label, {"action": "COOPERATE", "option": "A", "rating": 4, "text": None}) == {
+        "action": "misread", "option": "misread", "rating": "misread", "text": "lost"}
+    assert real.compare(label, {}) == {"action": "lost", "option": "right", "rating": "right", "text": "lost"}
+
+
+# The lead removes this mark once the reader changes of issue 33 (echo guard, JSON that
+# is the reply's own, prose that needs a commitment, per-field readings) are merged:
+# with the readers of main it fails, which is what the corpus is for.
+@pytest.mark.xfail(strict=False, reason="issue 33: the readers of main misread echoes; see tests/corpus/README.md")
+def test_no_real_reply_is_misread():
+    table, misreads = real.tally(RECORDS)
+    print(real.format_table(table))
+    for line in misreads:
+        print("MISREAD", line)
+    assert not misreads, f"{len(misreads)} misread fields:\n" + "\n".join(misreads)
+
+
+def test_a_record_is_read_as_the_kernel_read_its_reply(tmp_path):
+    # The corpus stores what the kernel passed to the reader; reading a stored record must
+    # give what the kernel got (stub replies: every kind of the veil and auction scenarios).
+    import json
+
+    from simcore.cli import main
+    from simcore.scenario import load_scenario
+
+    for name, flags in {"veil_of_ignorance": ["--n-agents", "2", "--max-rounds", "1"],
+                        "llm_auction": ["--n-agents", "5", "--n-vignettes", "1"]}.items():
+        with real.capture() as calls:
+            assert main(load_scenario(name), [*flags, "--out", str(tmp_path), "--plots", "none", "--json"]) == 0
+        assert calls
+        path = tmp_path / "stub-json_on.jsonl"
+        path.write_text("".join(json.dumps({**c.record(), "label": {}}) + "\n" for c in calls))
+        for c, rec in zip(calls, real.load(tmp_path)):
+            names = list(real.LABELLED[c.kind])
+            assert real.values(real.read(rec), names) == real.values(c.reading, names)
+            assert rec["instruction"] == c.instruction
