@@ -30,13 +30,29 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from simcore import prose
+from simcore.echo import echo_spans, echoes_json, given_texts, set_aside
 from simcore.schema import Choice, FieldPlan, Text, clean, json_example, norm, plan
 
 HOWS = ("json", "label", "prose")
 UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFlag:
+    """A required field that a reply did not give cleanly.
+
+    Attributes:
+        field: The field's name.
+        raw: The text or JSON value it was read from ("" when none was found).
+        why: What was wrong.
+    """
+
+    field: str
+    raw: str
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +65,21 @@ class Reading:
             needed), or "unreadable".
         truncated: The reply was cut at max_tokens (``finish_reason`` "length").
         errors: Why it is unreadable, or notes on optional fields that were not read.
+        partial: The fields read cleanly, as (name, value) pairs, also when the reply
+            as a whole is unreadable: a multi-field reply keeps what it got right.
+        flags: The required fields not read, each with its raw text and why.
+        echo: The reply only repeats what the model was given (see :mod:`simcore.echo`).
+        partial_how: The weakest source the fields in ``partial`` needed.
     """
 
     value: Any
     how: str
     truncated: bool = False
     errors: tuple[str, ...] = ()
+    partial: tuple[tuple[str, Any], ...] = ()
+    flags: tuple[FieldFlag, ...] = ()
+    echo: bool = False
+    partial_how: str = "json"
 
     @property
     def readable(self) -> bool:
@@ -65,6 +90,16 @@ class Reading:
         """Cut at max_tokens, yet every required field was complete."""
         return self.truncated and self.readable
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields read cleanly, by name (:attr:`partial` as a dict)."""
+        return dict(self.partial)
+
+    @property
+    def kept_some(self) -> bool:
+        """Unreadable as a whole, yet with some required field read cleanly (kept in :attr:`partial`)."""
+        return not self.readable and bool(self.partial)
+
     def describe(self) -> str:
         """One line for logs and re-ask prompts."""
         if self.readable:
@@ -73,8 +108,12 @@ class Reading:
         return cut + ("; ".join(self.errors) or "no answer found")
 
 
+_ECHO_ONLY = "repeats what it was given (prompt, history, options or JSON example) and says nothing of its own"
+
+
 def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
-               allowed: Mapping[str, Any] | None = None, instruction: str = "") -> Reading:
+               allowed: Mapping[str, Any] | None = None, instruction: str = "",
+               given: Sequence[Any] = (), known: Reading | None = None) -> Reading:
     """Read ``text`` into ``schema``; never raises.
 
     Args:
@@ -84,35 +123,61 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         allowed: Per-call choices, by field name (e.g. a vignette's option keys
             and texts for an :func:`~simcore.schema.option` field).
         instruction: What the reply answers (system prompt and instruction, not the
-            transcript): text that merely repeats it is no answer.
+            transcript): a JSON text value that merely repeats it is no answer.
+        given: Everything the model was given (the request's messages, or their
+            texts): spans of the reply that repeat it are set aside before labels and
+            prose are read, and a JSON object copied from it is no answer.
+        known: The reading of the reply this one re-asks: the fields it read
+            cleanly stand, and this reply need give only the others.
     """
     rp = _reader_plan(schema)
     fields = rp.fields
     allowed = allowed or {}
     truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
+    texts = given_texts(given) if given else ()
+    objects, spans = json_objects(text, truncated)
+    if texts and objects:
+        own = [i for i, span in enumerate(spans) if not echoes_json(text[span[0] : span[1]], texts)]
+        echoed = len(own) < len(objects)
+        objects, own_spans = [objects[i] for i in own], [spans[i] for i in own]
+    else:
+        echoed, own_spans = False, spans
+    rest = _remove(text, spans) if spans else _FENCE_MARK.sub("\n", text)
+    if texts and rest.strip():
+        echo = echo_spans(rest, texts)
+        if echo:
+            echoed = True
+            rest = set_aside(rest, echo)
+    if echoed and not objects and not _WORDS.search(rest):
+        return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
     if prose.dialogue(text):
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
-    objects, spans = json_objects(text, truncated)
-    keyed = [o for o in (_focus(o, rp.names) for o in objects) if o is not None]
-    keyed, clash = _resolve(keyed, text, spans, fields)
+    keyed = [o for o in objects if _keyed(o, rp.names)]
+    keyed, clash = _resolve(keyed, text, own_spans if len(keyed) == len(objects) else [], fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
-    rest = _remove(text, spans)
     labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
     by_norm = [_normed(obj) for obj in keyed]
+    earlier = dict(known.partial) if known is not None else {}
     values: dict[str, Any] = {}
     errors: list[str] = []
+    flags: list[FieldFlag] = []
     notes: list[str] = []
-    rank = 0
+    rank = HOWS.index(known.partial_how) if earlier else 0
     for f in fields:
+        if earlier.get(f.name) is not None:
+            values[f.name] = earlier[f.name]
+            continue
         found: list[tuple[int, Any]] = []
         problems: list[str] = []
+        raws: list[Any] = []
         for obj in by_norm:
-            raw = _lookup(obj, f)
-            if raw is not None:
+            for raw in _lookup(obj, f):
+                raws.append(raw)
                 _add(found, problems, 0, f, raw, allowed, instruction)
         if f.name in labels:
+            raws.append(labels[f.name])
             _add(found, problems, 1, f, labels[f.name], allowed, instruction)
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
@@ -143,15 +208,26 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
                 rank = max(rank, min(r for r, _ in found))
         elif f.required:
             errors.append(message)
+            flags.append(FieldFlag(f.name, _raw_text(raws[0]) if raws else "", message.split(": ", 1)[1]))
         elif problems or conflict:
             notes.append(message)
+    partial = tuple((f.name, values[f.name]) for f in fields if f.name in values)
     if errors:
-        return Reading(None, UNREADABLE, truncated, tuple(errors))
+        # Kept only where a required field was read: an optional reasoning alone is nothing to keep.
+        kept = partial if any(f.required and f.name in values for f in fields) else ()
+        return Reading(None, UNREADABLE, truncated, tuple(errors), kept, tuple(flags), partial_how=HOWS[rank])
     try:
         value = schema(**{f.name: values.get(f.name) for f in fields})
     except (TypeError, ValueError) as exc:  # a schema's own checks
-        return Reading(None, UNREADABLE, truncated, (str(exc),))
-    return Reading(value, HOWS[rank], truncated, tuple(notes))
+        return Reading(None, UNREADABLE, truncated, (str(exc),), partial, partial_how=HOWS[rank])
+    return Reading(value, HOWS[rank], truncated, tuple(notes), partial, partial_how=HOWS[rank])
+
+
+_WORDS = re.compile(r"\w")
+
+
+def _raw_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw, default=str)
 
 
 class _ReaderPlan(NamedTuple):
@@ -226,7 +302,7 @@ def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):  # the common case: JSON and nothing else
         try:
-            whole = json.loads(stripped)
+            whole = _JSON.decode(stripped)
         except (json.JSONDecodeError, ValueError, RecursionError):
             whole = None
         if isinstance(whole, dict):
@@ -257,7 +333,7 @@ def parse_object(block: str) -> dict[str, Any] | None:
     """A dict from one ``{...}`` block: JSON, else repaired JSON, else a Python literal."""
     for candidate in (block, _repair(block)):
         try:
-            value = json.loads(candidate)
+            value = _JSON.decode(candidate)
         except (json.JSONDecodeError, ValueError, RecursionError):
             continue
         return value if isinstance(value, dict) else None
@@ -300,7 +376,6 @@ def _balanced_end(text: str, start: int) -> int | None:
     return None
 
 
-_DECODER = json.JSONDecoder()
 _WS = re.compile(r"[\s,]*")
 _COLON = re.compile(r"\s*:\s*")
 _SPACE = re.compile(r"\s*")
@@ -320,41 +395,28 @@ def partial_object(text: str, start: int) -> dict[str, Any]:
         if i >= len(text) or text[i] != '"':
             return out
         try:
-            key, i = _DECODER.raw_decode(text, i)
+            key, i = _JSON.raw_decode(text, i)
             colon = _COLON.match(text, i)
             if colon is None:
                 return out
-            value, j = _DECODER.raw_decode(text, colon.end())
+            value, j = _JSON.raw_decode(text, colon.end())
         except (json.JSONDecodeError, ValueError, RecursionError):
             return out
         k = _SPACE.match(text, j).end()
         if not isinstance(value, (str, list, dict)) and (k >= len(text) or text[k] not in ",}"):
             return out
-        out[key] = value
+        _put(out, key, value)
         i = k
 
 
-def _focus(obj: Any, names: frozenset[str], depth: int = 0) -> dict[str, Any] | None:
-    """The object in ``obj`` (itself, or one nested in it) with the most keys among ``names``
-    (a schema's aliases).
+def _keyed(obj: Mapping[str, Any], names: frozenset[str]) -> bool:
+    """Whether a top-level object has a key among ``names`` (a schema's aliases).
 
-    Scalar keys of the object win over keys of objects nested in it
-    (``{"decision": {"action": "DEFECT"}}`` reads the inner object).
+    Only the reply's own top-level object answers: one nested in another object
+    (``{"rounds": [{"action": ...}]}``, ``{"response": {"action": ...}}``) describes
+    something else, or answers inside an invented frame.
     """
-    best, best_n = None, 0
-    if isinstance(obj, dict):
-        n = sum(1 for k, v in obj.items() if norm(k) in names and not isinstance(v, (dict, list)))
-        if n:
-            best, best_n = obj, n
-    if depth < 4:
-        children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
-        for child in children:
-            if isinstance(child, (dict, list)):
-                inner = _focus(child, names, depth + 1)
-                n = 0 if inner is None else sum(1 for k in inner if norm(k) in names)
-                if n > best_n:
-                    best, best_n = inner, n
-    return best
+    return any(norm(k) in names for k in obj)
 
 
 _REVISED = re.compile(
@@ -372,7 +434,7 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
         return objs, None
     normed = [_normed(o) for o in objs]
     for f in fields:
-        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in normed if (v := _lookup(o, f)) is not None}
+        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in normed for v in _lookup(o, f)}
         if len(said) > 1:
             between = text[: spans[-1][0]] if len(spans) == len(objs) else ""
             if _REVISED.search(between):
@@ -381,18 +443,47 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
     return objs, None
 
 
+class Twice(tuple):
+    """The values of a key given twice, differently, in one object: no value of it stands."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        _put(out, k, v)
+    return out
+
+
+def _put(out: dict[str, Any], k: str, v: Any) -> None:
+    if k in out and out[k] != v:
+        prev = out[k]
+        out[k] = Twice((*prev, v) if isinstance(prev, Twice) else (prev, v))
+    else:
+        out[k] = v
+
+
+# Keys given twice are kept as :class:`Twice` (``json.loads`` would keep the last in silence).
+_JSON = json.JSONDecoder(object_pairs_hook=_pairs)
+
+
 def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` keyed by normalised key (the last of keys that normalise alike wins)."""
-    return {norm(k): v for k, v in obj.items()}
+    """``obj`` keyed by normalised key (keys that normalise alike and differ: :class:`Twice`)."""
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        _put(out, norm(k), v)
+    return out
 
 
-def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> Any:
-    """The value of the first alias of ``f`` that ``by_norm`` (see :func:`_normed`) holds, not null."""
+def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> list[Any]:
+    """Every value, not null, that ``by_norm`` (see :func:`_normed`) gives ``f`` under any alias."""
+    out: list[Any] = []
     for alias in f.aliases:
         value = by_norm.get(alias)
-        if value is not None:
-            return value
-    return None
+        if isinstance(value, Twice):
+            out.extend(v for v in value if v is not None)
+        elif value is not None:
+            out.append(value)
+    return out
 
 
 _REASONING_KEYS = {"reasoning", "reason", "explanation", "rationale", "analysis", "thoughts", "thinking", "argument"}

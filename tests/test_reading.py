@@ -41,7 +41,6 @@ class Vote:
     ('Sure! Here it is: {"action": "DEFECT", "extra": 1} Hope that helps.', "DEFECT", "json"),
     ("{'action': 'cooperate',}", "COOPERATE", "json"),
     ('{"decision": "DEFECT"}', "DEFECT", "json"),
-    ('{"response": {"action": "COOPERATE"}}', "COOPERATE", "json"),
     ("Reasoning: they defected twice.\nDecision: COOPERATE", "COOPERATE", "label"),
     ("**Final decision:** DEFECT", "DEFECT", "label"),
     ("## Action\nCOOPERATE\n", "COOPERATE", "label"),
@@ -50,7 +49,6 @@ class Vote:
     ("I won't defect this time. I cooperate.", "COOPERATE", "prose"),
     ("DEFECT, then maybe COOPERATE", "DEFECT", "prose"),  # the hedge is about later
     ('Draft: {"action": "DEFECT"}\nOn second thought: {"action": "COOPERATE"}', "COOPERATE", "json"),
-    ('{"decision": {"reasoning": "Enough.", "action": "DEFECT"}}', "DEFECT", "json"),
     ("<action>COOPERATE</action>", "COOPERATE", "label"),
     ("Initial inclination: DEFECT.\nAfter weighing the risk, Final decision: COOPERATE", "COOPERATE", "label"),
 ])
@@ -65,6 +63,12 @@ def test_reads_a_decision_from_every_form(reply, action, how):
     '{"action": "DEFECT"}\nDecision: COOPERATE', "[1, 2]", '{"reasoning": "I will cooperate"}',
     '{"reasoning": "I will cooperate because they are trustworthy.", "action": "DEFECT"}',
     '{"reasoning": "str", "action": "COOPERATE or DEFECT"}', "[Player 1]\nDecision: DEFECT\n[Player 2]\nDecision: C",
+    # Only the reply's own top-level object answers (issue 33): not one nested in another.
+    '{"response": {"action": "COOPERATE"}}', '{"decision": {"reasoning": "Enough.", "action": "DEFECT"}}',
+    '{"rounds": [{"round": 1, "action": "COOPERATE"}, {"round": 2, "action": "COOPERATE"}]}',
+    # A field given twice, differently: under two of its names, or one name twice.
+    '{"action": "COOPERATE", "decision": "DEFECT"}', '{"action": "COOPERATE", "action": "DEFECT"}',
+    '{"Action": "COOPERATE", "action": "DEFECT"}',
 ])
 def test_unclear_replies_are_unreadable_never_defaulted(reply):
     r = read_reply(reply, Move)
