@@ -96,9 +96,15 @@ def echo_spans(text: str, given: Sequence[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def set_aside(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """``text`` with each span replaced by a line break (what is left cannot join across it)."""
-    for a, b in reversed(spans):
+def set_aside(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with each span (they may overlap) replaced by a line break: what is left cannot join across it."""
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    for a, b in reversed(merged):
         text = text[:a] + "\n" + text[b:]
     return text
 

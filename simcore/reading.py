@@ -137,24 +137,25 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     text = text if isinstance(text, str) else ""
     texts = given_texts(given) if given else ()
     objects, spans = json_objects(text, truncated)
+    copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
     if texts and objects:
-        own = [i for i, span in enumerate(spans) if not echoes_json(text[span[0] : span[1]], texts)]
-        echoed = len(own) < len(objects)
-        objects, own_spans = [objects[i] for i in own], [spans[i] for i in own]
-    else:
-        echoed, own_spans = False, spans
-    rest = _remove(text, spans) if spans else _FENCE_MARK.sub("\n", text)
-    if texts and rest.strip():
-        echo = echo_spans(rest, texts)
-        if echo:
-            echoed = True
-            rest = set_aside(rest, echo)
-    if echoed and not objects and not _WORDS.search(rest):
-        return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
+        own = [i for i, (a, b) in enumerate(spans) if not echoes_json(text[a:b], texts)]
+        copied = [span for i, span in enumerate(spans) if i not in own]
+        objects, spans = [objects[i] for i in own], [spans[i] for i in own]
+    # The text around the reply's own JSON, at the same positions.
+    rest = _remove(text, spans)
+    if copied or rest.strip():
+        # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
+        aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
+        echo = echo_spans(rest, texts) + copied if texts else []
+        if echo and not objects and not _WORDS.search(set_aside(rest, echo)):
+            return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
+        if aside or echo:
+            rest = set_aside(rest, aside + echo)
     if prose.dialogue(text):
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
     keyed = [o for o in objects if _keyed(o, rp.names)]
-    keyed, clash = _resolve(keyed, text, own_spans if len(keyed) == len(objects) else [], fields)
+    keyed, clash = _resolve(keyed, text, spans if len(keyed) == len(objects) else [], fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
     labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
@@ -509,9 +510,10 @@ def _reasoning(keyed: list[dict[str, Any]], rest: str, fields: tuple[FieldPlan, 
 
 
 def _remove(text: str, spans: list[tuple[int, int]]) -> str:
-    for a, b in reversed(spans):
-        text = text[:a] + "\n" + text[b:]
-    return _FENCE_MARK.sub("\n", text)
+    """``text`` with the spans and fence marks blanked: a line break, then spaces (positions kept)."""
+    for a, b in spans:
+        text = text[:a] + "\n" + " " * (b - a - 1) + text[b:]
+    return _FENCE_MARK.sub(lambda m: "\n" + " " * (len(m.group(0)) - 1), text) if "```" in text else text
 
 
 _FENCE_MARK = re.compile(r"```[a-zA-Z]*")

@@ -108,6 +108,10 @@ class Kind:
         """Read the field from a whole prose reply (kinds with ``prose``; see :mod:`simcore.prose`)."""
         return None, "not stated"
 
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        """Spans of ``text`` that list several answers of this kind (see :func:`simcore.prose.list_spans`)."""
+        return []
+
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         """The answer a reasoning commits to, if it commits to exactly one (else None).
 
@@ -226,18 +230,28 @@ class Choice(Kind):
         value, err = self.from_prose(text, allowed, truncated, first_person=True)
         return None if err else value
 
+    def _any(self) -> str:
+        return "|".join(f"{v}|{i}" for v, i, _ in map(self._forms, self.options))
+
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, self._any())
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
                    first_person: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text))
         loud: set[str] = set()
         said: set[str] = set()
         binary = len(self.options) == 2
+        answer = re.compile(rf"(?<![\w-])(?:{self._any()})(?![\w-])", re.I)
         for clause in prose.clauses(text):
             if not clause.counts or (first_person and not clause.first_person):
                 continue
             c = clause.text
+            # The speaker's own move: in the first person, recommended, or the move standing alone.
+            stated = clause.states(answer)
             bare = re.sub(r"[\W_]+", " ", c).strip().lower()
             for o in self.options:
                 verb, ing, noun = self._forms(o)
@@ -251,6 +265,8 @@ class Choice(Kind):
                         continue  # a noun describes ("mutual cooperation pays"), it does not choose
                     if form == "ing" and not neg and not alone and not _DOING.search(c[: m.start()]):
                         continue  # "Cooperating got me exploited" is no move; "I'm defecting" is
+                    if not stated:
+                        continue  # a mention ("both cooperate 3", "you cooperate, they defect")
                     if neg:
                         if not binary:
                             continue
@@ -371,11 +387,15 @@ class Option(Kind):
             return next(iter(syn)), None
         return None
 
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, self._key_re(self._table(allowed)), keys=True)
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, strict: bool = False) -> Result:
         table = self._table(allowed)
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text, allowed))
         keys = {k.lower(): k for k in table}
         kre = self._key_re(table)
         pre = "|".join(self.prefix)
@@ -389,6 +409,10 @@ class Option(Kind):
         affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kre})(?![\w'])", re.I)
         after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kre})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
         named = re.compile(rf"\b(?:{pre})\s*[:#]?\s*[(\[]?(?P<key>{kre})(?![\w'])", re.I)
+        texts = {key: r"\b" + r"\W+".join(map(re.escape, words)) + r"\b"
+                 for key, words in ((k, re.findall(r"\w+", t)) for k, t in table.items()) if len(words) >= 2}
+        # An option named bare: its key (after a word that names it) or its own words, and nothing else.
+        answer = re.compile("|".join([named.pattern, *texts.values()]), re.I)
         for clause in prose.clauses(text):
             c = clause.text
             if not clause.counts:
@@ -398,16 +422,24 @@ class Option(Kind):
                 if clause.alone:
                     strong.add(keys[whole.strip("()[].! ").lower()])
                 continue
-            for pattern, tier in ((affirm, strong), (after, strong), (named, weak)):
+            for pattern, tier in ((affirm, strong), (after, strong)):
                 for m in pattern.finditer(c):
                     key = keys[m.group("key").lower()]
                     (rejected if prose.negated(c, m.start()) else tier).add(key)
-            for key, option_text in table.items():  # an option named by its own words
-                words = re.findall(r"\w+", option_text)
-                if len(words) < 2:
-                    continue
-                for m in re.finditer(r"\b" + r"\W+".join(map(re.escape, words)) + r"\b", c, re.IGNORECASE):
-                    (rejected if prose.negated(c, m.start()) else weak).add(key)
+            # A mere mention ("Option A is too drastic") is no choice; a committed or bare one is.
+            stated = clause.states(answer)
+            for m in named.finditer(c):
+                key = keys[m.group("key").lower()]
+                if prose.negated(c, m.start()):
+                    rejected.add(key)
+                elif stated:
+                    weak.add(key)
+            for key, pattern in texts.items():  # an option named by its own words
+                for m in re.finditer(pattern, c, re.IGNORECASE):
+                    if prose.negated(c, m.start()):
+                        rejected.add(key)
+                    elif stated:
+                        weak.add(key)
         if strict:
             return _tiers(strong - rejected, what="option")
         return _tiers(strong - rejected, weak - rejected, what="option")
@@ -509,14 +541,24 @@ class Likert(Kind):
         value, err = self.from_prose(text, allowed, truncated, first_person=True)
         return None if err else value
 
+    def _answer(self) -> re.Pattern:
+        """A rating as prose gives it: a label of the scale, or a score ("3", "3/4", "3 out of 4")."""
+        labels = "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True))
+        return _likert_answer(labels, len(self.scale))
+
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True)))
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
                    first_person: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text))
         found: set[int] = set()
+        answer = self._answer()
         for clause in prose.clauses(text):
-            if not clause.counts or (first_person and not clause.first_person):
+            if not clause.counts or (first_person and not clause.first_person) or not clause.states(answer):
                 continue
             k, err = self._scan(clause.text, numbers="rated")
             if err:
@@ -524,6 +566,12 @@ class Likert(Kind):
             if k is not None:
                 found.add(k)
         return _tiers(found, what="rating")
+
+
+@lru_cache(maxsize=64)
+def _likert_answer(labels: str, n: int) -> re.Pattern:
+    return re.compile(rf"\b(?:{labels})\b|(?<![\w.])\d+(?:\s*(?:/|of|out of)\s*{n})?(?![\w.])|"
+                      r"\b(?:i |we )?(?:rate it|rating of|score of|give it|rating is|score is)\b", re.I)
 
 
 _AMOUNT_CUE = re.compile(
