@@ -7,7 +7,10 @@ attempt (a re-ask supersedes the reply it re-asks):
 - ``unreadable``: still unreadable after any re-asks (kept raw, flagged);
 - ``truncated``: turns with a reply cut at max_tokens; ``salvaged``: turns whose
   final reply was cut yet complete in every required field;
-- ``reasked``: turns that needed at least one re-ask.
+- ``reasked``: turns that needed at least one re-ask;
+- ``echo``: unreadable turns whose final reply only repeated what the model was
+  given (see :mod:`simcore.echo`); ``partial``: unreadable turns whose final reply
+  still gave some required fields cleanly (kept for the figures that use them).
 
 ``replies`` is the number of turns. A kind with more than :data:`WARN_SHARE` of its
 turns unreadable gets a warning in the run's summary.
@@ -20,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from simcore.reading import HOWS, UNREADABLE, Reading
 
 WARN_SHARE = 0.02
-COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked")
+COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "echo", "partial")
 
 
 class ParseQuality:
@@ -40,11 +43,15 @@ class ParseQuality:
             last = earlier[-1]
             c[last.how] -= 1
             c["salvaged"] -= last.salvaged
+            c["echo"] -= last.echo
+            c["partial"] -= last.kept_some
             c["reasked"] += len(earlier) == 1
         else:
             c["replies"] += 1
         c[reading.how] += 1
         c["salvaged"] += reading.salvaged
+        c["echo"] += reading.echo
+        c["partial"] += reading.kept_some
         c["truncated"] += reading.truncated and not any(r.truncated for r in earlier)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
@@ -72,11 +79,12 @@ def summary_lines(quality: Mapping[str, Mapping[str, int]]) -> list[str]:
     total = sum(c["replies"] for c in quality.values())
     if all(c["json"] == c["replies"] and not (c["truncated"] or c["reasked"]) for c in quality.values()):
         return [f"  replies: {total}, every one read as JSON"]
-    lines = ["  replies read (json/label/prose/unreadable; truncated, salvaged, re-asked):"]
+    lines = ["  replies read (json/label/prose/unreadable; truncated, salvaged, re-asked; echoes, partial):"]
     for kind, c in quality.items():
         lines.append(
             f"    {kind:<14} {c['replies']:>5}: {c['json']}/{c['label']}/{c['prose']}/{c[UNREADABLE]}; "
-            f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked"
+            f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked; "
+            f"{c.get('echo', 0)} echoes, {c.get('partial', 0)} partial"
         )
     return lines + [f"  {w}" for w in warnings(quality)]
 

@@ -647,7 +647,21 @@ def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | 
 
 
 def reask_prompt(reading: Reading, schema: type) -> str:
-    """The follow-up message that re-asks an unreadable reply: what was wrong, and the JSON wanted."""
+    """The follow-up message that re-asks an unreadable reply: what was wrong, and the JSON wanted.
+
+    A reply that gave some required fields cleanly (:attr:`Reading.partial`) is asked for
+    the missing ones only, by name; their answers join the fields it gave (see ``known``
+    in :func:`read_reply`).
+    """
+    missing = tuple(fl.field for fl in reading.flags)
+    if reading.partial and missing:
+        given = ", ".join(name for name, _ in reading.partial if name not in missing)
+        whys = "; ".join(f"{fl.field}: {fl.why}" for fl in reading.flags)
+        return (
+            f"Your reply gave {given}, but not {', '.join(missing)} ({whys}). Reply again with only the "
+            f"missing {'field' if len(missing) == 1 else 'fields'} as this JSON object and nothing else: "
+            f"{json_example(schema, missing)}"
+        )
     if reading.truncated:
         problem = "Your reply was cut off at the length limit before it was complete."
     else:

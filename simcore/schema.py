@@ -961,9 +961,10 @@ def json_schema(cls: type, allowed: tuple[tuple[str, tuple[str, ...]], ...] | No
 
 
 @lru_cache(maxsize=None)
-def json_example(cls: type) -> str:
-    """The reply's JSON shape as prompts show it, e.g. ``{"reasoning": str, "action": "COOPERATE" or "DEFECT"}``."""
-    return "{" + ", ".join(f'"{f.name}": {f.kind.example()}' for f in plan(cls)) + "}"
+def json_example(cls: type, only: tuple[str, ...] | None = None) -> str:
+    """The reply's JSON shape as prompts show it, e.g. ``{"reasoning": str, "action": "COOPERATE" or "DEFECT"}``
+    (``only``: these fields alone, in declaration order)."""
+    return "{" + ", ".join(f'"{f.name}": {f.kind.example()}' for f in plan(cls) if only is None or f.name in only) + "}"
 
 
 class CanonicalDict(dict):

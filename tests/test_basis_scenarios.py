@@ -76,5 +76,6 @@ def test_veil_with_no_readable_rating_says_the_shift_is_undefined_and_why():
     m, b = trial.results["metrics"], trial.results["basis"]
     assert m["likert_shift_mean"] is None and b["likert_shift_mean"]["n"] == 0
     text = scenario.summarize(trial.results)
-    assert "mean Likert shift: n/a (3 agents without a readable initial and final rating" in text
+    # Each rating item counts on its own (issue 33): 3 agents x 4 principles.
+    assert "mean Likert shift: n/a (12 ratings without a readable initial and final rating" in text
     assert "; ;" not in text
