@@ -12,8 +12,9 @@ by units, its lines and the sentences in them; a unit is an **echo** when
 
 - it is a whole line of the prompt (of two words or more), or
 - every word of it is repeated, or
-- it has :data:`K` words or more and at most one in ten of them is its own (a
-  chat template's ``[INST]`` or ``<<SYS>>`` mixed into a copied paragraph).
+- it has :data:`K` words or more and at most one in ten of them is its own.
+
+A chat template's markers (``[INST]``, ``<<SYS>>``, ``<|im_start|>``) are no words.
 
 A JSON object in a reply echoes the prompt when its text, without white space and in
 lower case, starts at one of the prompt's braces: the prompt's JSON example, whole or
@@ -32,6 +33,7 @@ K = 4
 _WORD = re.compile(r"\w+")
 _UNIT = re.compile(r"[^\n]+?(?:[.!?](?=\s)|$)", re.M)
 _WS = b" \t\n\r\f\v"
+_TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>")
 
 
 class Prompt(NamedTuple):
@@ -64,20 +66,35 @@ def given_texts(given: Iterable[Any]) -> tuple[str, ...]:
     return tuple(t for t in out if t)
 
 
-def echo_spans(text: str, given: Sequence[str]) -> list[tuple[int, int]]:
-    """The spans of ``text`` (start, end) that are echoes of ``given`` (see the module docstring)."""
-    if not given or not text.strip():
-        return []
-    prompts = [_prompt(g) for g in given]
-    low = text.lower()
-    found = [(m.group(0), m.start(), m.end()) for m in _WORD.finditer(low)]
-    words = [w for w, _, _ in found]
+def _repeated(words: list[str], prompts: list[Prompt]) -> list[bool]:
+    """For each word, whether it lies in a run of K words that a prompt also holds."""
     repeated = [False] * len(words)
     for i in range(len(words) - K + 1):
         gram = tuple(words[i : i + K])
         if any(gram in p.grams for p in prompts):
             for j in range(i, i + K):
                 repeated[j] = True
+    return repeated
+
+
+def repeated_share(text: str, given: Sequence[str]) -> float:
+    """The share of the words of ``text`` that repeat ``given`` (in runs of :data:`K` words)."""
+    words = _WORD.findall(text.lower())
+    if not words or not given:
+        return 0.0
+    return sum(_repeated(words, [_prompt(g) for g in given])) / len(words)
+
+
+def echo_spans(text: str, given: Sequence[str]) -> list[tuple[int, int]]:
+    """The spans of ``text`` (start, end) that are echoes of ``given`` (see the module docstring)."""
+    if not given or not text.strip():
+        return []
+    prompts = [_prompt(g) for g in given]
+    # A chat template's markers are no words of the model's own (blanked, positions kept).
+    low = _TEMPLATE.sub(lambda m: " " * len(m.group(0)), text.lower())
+    found = [(m.group(0), m.start(), m.end()) for m in _WORD.finditer(low)]
+    words = [w for w, _, _ in found]
+    repeated = _repeated(words, prompts)
     spans = []
     w = 0
     for unit in _UNIT.finditer(text):
@@ -116,21 +133,20 @@ def compact(text: str) -> bytes:
 
 def echoes_json(block: str, given: Sequence[str]) -> bool:
     """Whether a JSON object of a reply (its text, maybe cut) copies ``given`` from one of its braces."""
-    target = compact(block)
     for g in given:
         i = g.find("{")
         while i != -1:
-            # Compared in growing windows of the prompt: most objects differ within the first few bytes.
-            size = 64
+            # Compared in growing prefixes: most objects differ from the prompt within a few bytes.
+            size = 48
             while True:
-                window = compact(g[i : i + size])
-                n = min(len(window), len(target))
-                if window[:n] != target[:n]:
+                mine, theirs = compact(block[:size]), compact(g[i : i + size])
+                n = min(len(mine), len(theirs))
+                if mine[:n] != theirs[:n]:
                     break
-                if len(window) >= len(target):
+                if size >= len(block) and len(theirs) >= len(mine):
                     return True
-                if i + size >= len(g):
-                    break
+                if size >= len(block) and i + size >= len(g):
+                    break  # the prompt ends first
                 size *= 4
             i = g.find("{", i + 1)
     return False

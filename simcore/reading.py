@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from simcore import prose
-from simcore.echo import echo_spans, echoes_json, given_texts, set_aside
+from simcore.echo import echo_spans, echoes_json, given_texts, repeated_share, set_aside
 from simcore.schema import Choice, FieldPlan, Text, clean, json_example, norm, plan
 
 HOWS = ("json", "label", "prose")
@@ -65,8 +65,9 @@ class Reading:
             needed), or "unreadable".
         truncated: The reply was cut at max_tokens (``finish_reason`` "length").
         errors: Why it is unreadable, or notes on optional fields that were not read.
-        partial: The fields read cleanly, as (name, value) pairs, also when the reply
-            as a whole is unreadable: a multi-field reply keeps what it got right.
+        partial: The fields an unreadable reply gave cleanly, as (name, value) pairs
+            (kept only where a required field is among them): a multi-field reply keeps
+            what it got right. Empty for a readable reply (its ``value`` holds them).
         flags: The required fields not read, each with its raw text and why.
         echo: The reply only repeats what the model was given (see :mod:`simcore.echo`).
         partial_how: The weakest source the fields in ``partial`` needed.
@@ -92,7 +93,9 @@ class Reading:
 
     @property
     def fields(self) -> dict[str, Any]:
-        """The fields read cleanly, by name (:attr:`partial` as a dict)."""
+        """The fields read cleanly, by name: all of a readable reply's, or :attr:`partial`."""
+        if self.value is not None:
+            return {name: getattr(self.value, name) for name in self.value.__dataclass_fields__}
         return dict(self.partial)
 
     @property
@@ -143,7 +146,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         copied = [span for i, span in enumerate(spans) if i not in own]
         objects, spans = [objects[i] for i in own], [spans[i] for i in own]
     # The text around the reply's own JSON, at the same positions.
-    rest = _remove(text, spans)
+    rest = "" if spans == [(0, len(text))] else _remove(text, spans)
     if copied or rest.strip():
         # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
         aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
@@ -152,6 +155,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
         if aside or echo:
             rest = set_aside(rest, aside + echo)
+    if spans and rest:
+        rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if prose.dialogue(text):
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
     keyed = [o for o in objects if _keyed(o, rp.names)]
@@ -187,7 +192,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
                 if err is None:
                     found.append((2, value))
             elif f is rp.primary and not keyed and not truncated:
-                body = _prose_body(rest, rp.pattern, instruction)
+                body = _prose_body(rest, rp.pattern, instruction, texts)
                 if body:
                     found.append((2, body))
         # (Two answers can only conflict when there are two.)
@@ -200,7 +205,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         elif f.required and found[0][1] in ("", [], None):
             message = f"{f.name}: is empty"
         elif f.required and min(r for r, _ in found) < 2 and f.kind.prose:
-            said = f.kind.commits(_reasoning(keyed, rest, fields, f), allowed.get(f.name), truncated)
+            why = _reasoning(keyed, rest, fields, f)
+            said = f.kind.commits(why, allowed.get(f.name), truncated) if why else None
             if said is not None and not f.kind.agrees(said, found[0][1]):
                 message = f"{f.name}: the reasoning says {said!r} but the answer says {found[0][1]!r}"
         if message is None:
@@ -212,16 +218,17 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             flags.append(FieldFlag(f.name, _raw_text(raws[0]) if raws else "", message.split(": ", 1)[1]))
         elif problems or conflict:
             notes.append(message)
-    partial = tuple((f.name, values[f.name]) for f in fields if f.name in values)
     if errors:
         # Kept only where a required field was read: an optional reasoning alone is nothing to keep.
-        kept = partial if any(f.required and f.name in values for f in fields) else ()
-        return Reading(None, UNREADABLE, truncated, tuple(errors), kept, tuple(flags), partial_how=HOWS[rank])
+        kept = any(f.required and f.name in values for f in fields)
+        partial = tuple((f.name, values[f.name]) for f in fields if f.name in values) if kept else ()
+        return Reading(None, UNREADABLE, truncated, tuple(errors), partial, tuple(flags), partial_how=HOWS[rank])
     try:
         value = schema(**{f.name: values.get(f.name) for f in fields})
     except (TypeError, ValueError) as exc:  # a schema's own checks
+        partial = tuple((f.name, values[f.name]) for f in fields if f.name in values)
         return Reading(None, UNREADABLE, truncated, (str(exc),), partial, partial_how=HOWS[rank])
-    return Reading(value, HOWS[rank], truncated, tuple(notes), partial, partial_how=HOWS[rank])
+    return Reading(value, HOWS[rank], truncated, tuple(notes))
 
 
 _WORDS = re.compile(r"\w")
@@ -516,6 +523,7 @@ def _remove(text: str, spans: list[tuple[int, int]]) -> str:
     return _FENCE_MARK.sub(lambda m: "\n" + " " * (len(m.group(0)) - 1), text) if "```" in text else text
 
 
+_PADDING = re.compile(r"\n {7,}")
 _FENCE_MARK = re.compile(r"```[a-zA-Z]*")
 
 
@@ -625,11 +633,12 @@ _NARRATIVE = re.compile(r"\b(?:the (?:panel|group|discussion|committee)|members|
                         r"debated|whether)\b", re.IGNORECASE)
 
 
-def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | None:
+def _prose_body(text: str, pattern: re.Pattern, instruction: str = "", given: Sequence[str] = ()) -> str | None:
     """The reply as one text field's value: prose that states a position, without labelled lines.
 
-    Not a refusal, an echo of the instructions, a question, a hedge ("not sure"),
-    or a narrative about the group with no position of the speaker's own.
+    Not a refusal, an echo of the instructions, a paraphrase mostly made of what the model
+    was given (half its words or more in runs the prompt holds), a question, a hedge ("not
+    sure"), or a narrative about the group with no position of the speaker's own.
     """
     lines = [ln for ln in text.split("\n") if not pattern.search(ln) and not _HEADING.match(ln)]
     body = clean("\n".join(lines).strip())
@@ -639,6 +648,8 @@ def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | 
         return None
     if prose.echoes(body, instruction) or len(re.findall(r"[A-Za-z]{2,}", body)) < 2:
         return None  # the instructions again, or no words at all
+    if given and repeated_share(body, given) >= 0.5:
+        return None  # the prompt again, in pieces
     if _STALL.search(body) and len(body.split()) <= 12:
         return None  # "Hmm, let me think about that."
     if _NARRATIVE.search(body) and not re.search(r"\b(?:i|my|we|our)\b", body, re.IGNORECASE):

@@ -231,7 +231,7 @@ class Choice(Kind):
         return None if err else value
 
     def _any(self) -> str:
-        return "|".join(f"{v}|{i}" for v, i, _ in map(self._forms, self.options))
+        return _any_action(self.options)
 
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, self._any())
@@ -280,6 +280,16 @@ class Choice(Kind):
         return " or ".join(f'"{o}"' for o in self.options)
 
 
+@lru_cache(maxsize=64)
+def _any_action(options: tuple[str, ...]) -> str:
+    """A regex for any of the actions, as a verb or its "-ing" form."""
+    forms = []
+    for o in options:
+        base = o.lower()
+        forms += [re.escape(base), rf"{re.escape(base[:-1] if base.endswith('e') else base)}ing"]
+    return "|".join(forms)
+
+
 _DOING = re.compile(r"\b(?:am|'m|are|'re|be|keep|keeping|continue|start|stay|go on)\s+(?:\w+\s+)?$", re.I)
 _AFFIRM = (
     r"(?:choose|chose|choosing|pick|picking|select|selecting|vote(?:s|d)?(?: for)?|voting(?: for)?|go(?:ing)? with|"
@@ -287,6 +297,8 @@ _AFFIRM = (
     r"decision|preference|recommendation|proposal)(?: is| would be| goes to)?|answer is|i(?:'d| would) say|"
     r"final answer(?: is)?)"
 )
+_PREDICATE = (r"(?:is|isn't|was|wasn't|are|would|wouldn't|will|seems?|could|might|may|has|had|looks|sounds|does|"
+              r"doesn't|fails|ignores|violates|risks|puts|goes too)\b")
 _CHOSEN_AFTER = r"(?:is what i(?:'d| would)? ?(?:choose|pick|go with|vote for)|is my (?:choice|vote|pick|answer)|it is|gets my vote)"
 
 
@@ -404,7 +416,10 @@ class Option(Kind):
         rejected: set[str] = set()
         first_line = text.strip().split("\n", 1)[0]
         lead = self._read_value(first_line, table) if len(first_line) < 200 else None
-        if lead is not None and lead[1] is None:
+        # A first line that states an option ("B) Keep it", "Option B - because"), not one that
+        # says something about it ("Option A is too drastic").
+        said_of = re.match(rf"^\W*(?:(?:{pre})\s*)?[(\[]?(?:{kre})[)\]]?\s+{_PREDICATE}", first_line, re.I)
+        if lead is not None and lead[1] is None and not said_of:
             weak.add(lead[0])
         affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kre})(?![\w'])", re.I)
         after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kre})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)

@@ -157,3 +157,101 @@ def test_json_replies_always_read_right(action, reasoning, fenced):
     body = json.dumps({"reasoning": reasoning, "action": action.lower()})
     reply = f"```json\n{body}\n```" if fenced else body
     assert read_reply(reply, Move).value.action == action
+
+
+# -- issue 33: what the model was given is never its answer ----------------------------------
+
+def _decision_request():
+    from backends.base import Message
+    from scenarios.acausal_cooperation.prompts import STRATEGY_SYSTEM, decision_prompt
+
+    prompt = decision_prompt(me="D", opponent="B", strategy="Cooperate first, then copy the opponent's last move.",
+                             powers=None, pair_history=[(1, "DEFECT", "DEFECT")],
+                             round_games=[("B", "D", "DEFECT", "DEFECT"), ("B", "C", "DEFECT", "DEFECT")])
+    return (Message("system", STRATEGY_SYSTEM), Message("user", prompt))
+
+
+@pytest.mark.parametrize("reply, finish", [
+    # Echoes of the decision prompt cut mid-table, read as COOPERATE before (4 of 60 real PD replies).
+    ("[INST]You are playing one game of the prisoner's dilemma as Agent D. Follow the strategy below. Your "
+     "strategy: <<SYS>> Payoffs per game (you, opponent): both cooperate 3, ", "length"),
+    ("You are playing one game of the prisoner's dilemma as Agent D. Follow the strategy below.\n\nYour strategy:\n"
+     "Cooperate first, then copy the opponent's last move.\n\nPayoffs per game (you, opponent): both cooperate 3, 3;",
+     "length"),
+    # Echoes of the game history, read as DEFECT before (2 of 60).
+    ("Agent B vs Agent D: DEFECT, DEFECT\nAgent B vs Agent C: DEFECT, DEFECT", "stop"),
+    # The instruction's JSON example, cut mid-object (salvaged as COOPERATE before) or whole.
+    ('Reply with JSON: {"action": "COOPERATE"', "length"),
+    ('{"action": "COOPERATE" or "DEFECT"}', "stop"),
+])
+def test_a_reply_that_only_repeats_its_prompt_is_an_echo(reply, finish):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish, given=_decision_request())
+    assert not r.readable and r.echo and "repeats what it was given" in r.errors[0]
+
+
+@pytest.mark.parametrize("reply, finish", [
+    # A history that names moves, with words of the model's own around it (SmolLM2, JSON mode off).
+    ("Game 1: Agent B vs Agent D: DEFECT, DEFECT / Agent B vs Agent C: DEFECT, DEFECT ...", "stop"),
+    ("Round 1: you DEFECT, they DEFECT. Round 2: you COOPERATE, they DEFECT.", "stop"),
+    ("Agent C: DEFECT", "stop"),
+    # An action nested in an invented object, beside a contradicting key (cut, "salvaged" before).
+    ('{"strategy": "COOPERATE", "move": {"action": "DEFECT", "reasoning": "They defected"', "length"),
+    # A JSON description of past games (cut).
+    ('Here is a JSON representation of your previous games: {"rounds": [{"action": "COOPERATE", "round": 1}, '
+     '{"action": ', "length"),
+    # Mentions and descriptions commit to nothing.
+    ("Both cooperate gives 3 each; both defect gives 1 each.", "stop"),
+    ("COOPERATE or DEFECT", "stop"),
+])
+def test_history_nested_json_and_mentions_are_no_move(reply, finish):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish, given=_decision_request())
+    assert not r.readable and r.value is None, r
+
+
+@pytest.mark.parametrize("reply, action", [
+    ("I will cooperate.", "COOPERATE"),
+    ("DEFECT", "DEFECT"),
+    ("Defect, because they defected last round.", "DEFECT"),
+    ("You should cooperate: they cooperated before.", "COOPERATE"),
+    ("My move: DEFECT.\n\nPayoffs per game (you, opponent): both cooperate 3, 3; you cooperate and they defect 0, 5",
+     "DEFECT"),
+    ("The history:\nAgent B vs Agent D: DEFECT, DEFECT\nAgent B vs Agent C: DEFECT, DEFECT\nSo I defect.", "DEFECT"),
+    ('{"action": "COOPERATE"}', "COOPERATE"),
+])
+def test_a_move_the_reply_commits_to_is_read_beside_an_echo(reply, action):
+    r = read_reply(reply, _decision_reply(), given=_decision_request())
+    assert r.readable and r.value.action == action and not r.echo
+
+
+def _decision_reply():
+    from scenarios.acausal_cooperation.prompts import DecisionReply
+
+    return DecisionReply
+
+
+def test_a_ballot_that_lists_the_options_is_no_vote():
+    """Issue 33: "A: Transfuse / B: Seek ..." was read as a vote for A."""
+    from backends.base import Message
+    from scenarios.llm_auction.experiment import Ballot, persona, vote_prompt
+    from scenarios.llm_auction.vignettes import VIGNETTES
+
+    v = next(v for v in VIGNETTES if v.id == "transfusion_refusal")
+    given = (Message("system", persona("A01", "neutral", 5)), Message("user", vote_prompt(v)))
+    allowed = {"option": {o.key: o.text for o in v.options}}
+    for reply in ("A: Transfuse\nB: Seek an emergency court order to transfuse", "A) Transfuse\nB) Seek a court order",
+                  "- A: transfuse anyway\n- B: court order\n- C: respect the refusal"):
+        r = read_reply(reply, Ballot, allowed=allowed, given=given)
+        assert not r.readable, reply
+    for reply, key in (("C", "C"), ("I vote for C: respect the refusal.", "C"),
+                       ("I vote for B: Seek an emergency court order to transfuse.", "B"),
+                       ("Options:\nA) Transfuse anyway\nB) Seek a court order\nC) Respect the refusal\n\nMy vote: C", "C")):
+        r = read_reply(reply, Ballot, allowed=allowed, given=given)
+        assert r.readable and r.value.option == key, reply
+
+
+def test_lists_and_bare_mentions_of_options_are_no_choice():
+    texts = {"A": "Keep it confidential.", "B": "Warn the ex-partner."}
+    assert not read_reply("Option A is too drastic.", Vote, allowed={"option": texts}).readable
+    assert not read_reply("A, B or C", Vote).readable
+    assert read_reply("Option B.", Vote, allowed={"option": texts}).value.option == "B"
+    assert read_reply("Warn the ex-partner.", Vote, allowed={"option": texts}).value.option == "B"
