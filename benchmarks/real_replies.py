@@ -6,7 +6,7 @@ to a schema with everything the model was given (its messages), the call's allow
 choices and its ``finish_reason``, one JSON object a line, in
 ``tests/corpus/real/rerun_<model>_<on|off>.jsonl``. Each record's ``label`` starts
 as null: a person then reads the reply and writes down what it commits to (see
-``tests/corpus/real/README.md``).
+``tests/corpus/real/rerun.md``).
 
 ``report`` reads every labelled record with the readers as they are now (the request
 it answered, as the kernel passes it) and writes the table in docs/real-models.md: per
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import subprocess
 import sys
@@ -39,7 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CORPUS = ROOT / "tests" / "corpus" / "real"
+from tests.corpus.rerun import CORPUS, compare, label_fields, load, read  # noqa: E402
+
 OUT = ROOT / "benchmarks" / "results" / "real_replies.json"
 # Small worlds that keep each scenario's default token budgets.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -117,78 +117,6 @@ def collect(models: list[str], modes: list[str], scenarios: list[str], seed: int
 
 
 # -- reading against the labels ---------------------------------------------------
-
-def load(paths: list[Path] | None = None) -> list[dict[str, Any]]:
-    """Every record of the rerun files (or of ``paths``), in file order."""
-    paths = paths or sorted(CORPUS.glob("rerun_*.jsonl"))
-    return [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
-
-
-def schema_of(record: dict[str, Any]) -> type:
-    module, name = record["schema"].split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def label_fields(record: dict[str, Any]) -> dict[str, Any]:
-    """A record's label as {field: value}: what the reply commits to (see tests/corpus/real/README.md).
-
-    A label is null (the reply commits to nothing), the value of the schema's one fixed-answer
-    field ("DEFECT", "B"), or an object with a value per field the reply commits to (``true``
-    for a free-text field: the reply states one of its own).
-    """
-    from simcore.schema import Text, plan
-
-    label = record["label"]
-    if label is None:
-        return {}
-    if isinstance(label, dict):
-        return label
-    fixed = [f.name for f in plan(schema_of(record)) if f.required and not isinstance(f.kind, Text)]
-    if len(fixed) != 1:
-        raise ValueError(f"{record['id']}: a bare label needs a schema with one fixed-answer field")
-    return {fixed[0]: label}
-
-
-def compare(record: dict[str, Any], got: dict[str, Any]) -> dict[str, list[str]]:
-    """The fields a reading misread (a value the label does not give) or left out (a label it did not read).
-
-    ``got`` holds the fields the reader read cleanly. Free-text fields the label does not
-    judge (an optional reasoning) are not compared.
-    """
-    from simcore.schema import Text, plan
-
-    label = label_fields(record)
-    wrong, left = [], []
-    for f in plan(schema_of(record)):
-        text = isinstance(f.kind, Text)
-        if text and f.name not in label:
-            continue
-        have, want = got.get(f.name), label.get(f.name)
-        if text and have is not None:
-            have = True
-        if have is None and want is None:
-            continue
-        if have is None:
-            left.append(f.name)
-        elif want is None or (have != want and not (isinstance(want, float) and abs(have - want) < 1e-9)):
-            wrong.append(f"{f.name}: read {have!r}, label {want!r}")
-    return {"misread": wrong, "left_out": left}
-
-
-def read(record: dict[str, Any], read_reply: Any = None) -> Any:
-    """The reading of one record's reply, given what the model was given, as the kernel reads it."""
-    if read_reply is None:
-        from simcore.reading import read_reply
-    from backends.base import Message
-
-    messages = tuple(Message(m["role"], m["content"]) for m in record["messages"])
-    kwargs = {"finish_reason": record["finish_reason"], "allowed": record["allowed"],
-              "instruction": record["instruction"]}
-    try:
-        return read_reply(record["reply"], schema_of(record), given=messages, **kwargs)
-    except TypeError:  # an older reader without ``given``
-        return read_reply(record["reply"], schema_of(record), **kwargs)
-
 
 def _reader_at(rev: str) -> Any:
     """``read_reply`` of the readers at git revision ``rev`` (reading, prose, schema and what they import)."""

@@ -131,15 +131,29 @@ def compact(text: str) -> bytes:
     return text.lower().encode().translate(None, _WS)
 
 
-def echoes_json(block: str, given: Sequence[str]) -> bool:
-    """Whether a JSON object of a reply (its text, maybe cut) copies ``given`` from one of its braces."""
+@lru_cache(maxsize=256)
+def _compact_at(window: str) -> bytes:
+    # Cached: the prompt's JSON example is the same in many calls.
+    return compact(window)
+
+
+def echoes_json(block: str, given: Sequence[Any]) -> bool:
+    """Whether a JSON object of a reply (its text, maybe cut) copies what the model was given
+    (texts, or chat messages as :func:`given_texts` takes them) from one of its braces."""
+    head = None
     for g in given:
+        if not isinstance(g, str):
+            if getattr(g, "role", "user") == "assistant":
+                continue
+            g = g.content
         i = g.find("{")
         while i != -1:
+            if head is None:
+                head = compact(block[:48])
             # Compared in growing prefixes: most objects differ from the prompt within a few bytes.
-            size = 48
+            size, mine = 48, head
             while True:
-                mine, theirs = compact(block[:size]), compact(g[i : i + size])
+                theirs = _compact_at(g[i : i + size]) if size == 48 else compact(g[i : i + size])
                 n = min(len(mine), len(theirs))
                 if mine[:n] != theirs[:n]:
                     break
@@ -148,5 +162,6 @@ def echoes_json(block: str, given: Sequence[str]) -> bool:
                 if size >= len(block) and i + size >= len(g):
                     break  # the prompt ends first
                 size *= 4
+                mine = compact(block[:size])
             i = g.find("{", i + 1)
     return False

@@ -138,15 +138,16 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     allowed = allowed or {}
     truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
-    texts = given_texts(given) if given else ()
     objects, spans = json_objects(text, truncated)
     copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
-    if texts and objects:
-        own = [i for i, (a, b) in enumerate(spans) if not echoes_json(text[a:b], texts)]
-        copied = [span for i, span in enumerate(spans) if i not in own]
-        objects, spans = [objects[i] for i in own], [spans[i] for i in own]
+    if given and objects:
+        own = [i for i, (a, b) in enumerate(spans) if not echoes_json(text[a:b], given)]
+        if len(own) < len(spans):
+            copied = [span for i, span in enumerate(spans) if i not in own]
+            objects, spans = [objects[i] for i in own], [spans[i] for i in own]
     # The text around the reply's own JSON, at the same positions.
     rest = "" if spans == [(0, len(text))] else _remove(text, spans)
+    texts = given_texts(given) if given and (copied or rest.strip()) else ()
     if copied or rest.strip():
         # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
         aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
@@ -476,9 +477,11 @@ _JSON = json.JSONDecoder(object_pairs_hook=_pairs)
 
 def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj`` keyed by normalised key (keys that normalise alike and differ: :class:`Twice`)."""
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        _put(out, norm(k), v)
+    out = {norm(k): v for k, v in obj.items()}
+    if len(out) < len(obj):  # some keys normalise alike: do they agree?
+        out = {}
+        for k, v in obj.items():
+            _put(out, norm(k), v)
     return out
 
 

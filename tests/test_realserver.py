@@ -78,11 +78,13 @@ def no_figure_rests_on_a_flagged_reply(name: str, trial) -> None:
     else:
         shift = results["likert"]["shift"]
         for agent, scores in results["likert"]["initial"].items():
-            if None in scores.values():
-                assert all(v is None for v in shift[agent].values())
+            for k, v in scores.items():  # each rating item on its own
+                if v is None or results["likert"]["final"][agent][k] is None:
+                    assert shift[agent][k] is None
     quality = results["parse_quality"]
     assert sum(c["json"] + c["label"] + c["prose"] + c["unreadable"] for c in quality.values()) == sum(
         c["replies"] for c in quality.values())
+    assert all(c["echo"] + c["partial"] <= c["unreadable"] for c in quality.values())
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma"])
@@ -94,13 +96,49 @@ def local_model(request, tmp_path_factory):
         yield request.param, url
 
 
+def labelled() -> dict[tuple[str, str, str, tuple[str, ...]], dict]:
+    """The hand-labelled real replies (tests/corpus/real), by model, JSON mode, reply and prompt."""
+    from tests.corpus.rerun import KEYS, load
+
+    return {(r["model"], r["json_mode"], r["reply"], tuple(m["content"] for m in r["messages"])): r
+            for r in load() if set(r) == KEYS and r["labelled"]}
+
+
+def readings_agree_with_labels(model: str, json_mode: str, seen: list) -> int:
+    """Every reading the kernel made of a reply in the labelled corpus agrees with its label; how many were checked."""
+    from tests.corpus.rerun import compare
+
+    labels, checked, wrong = labelled(), 0, []
+    mode = "off" if json_mode == "off" else "on"
+    for text, kwargs, reading in seen:
+        if kwargs.get("known") is not None:
+            continue  # a re-ask's reading joins the fields of the reply before it
+        record = labels.get((model, mode, text, tuple(m.content for m in kwargs["given"])))
+        if record is not None:
+            checked += 1
+            wrong += [f"{record['id']}: {m}" for m in compare(record, reading.fields)["misread"]]
+    assert not wrong, "\n".join(wrong)
+    return checked
+
+
 @pytest.mark.parametrize("json_mode", ["off", "auto"])
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_flag(local_model, name, json_mode):
+def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_flag(local_model, name, json_mode,
+                                                                                      monkeypatch):
     from backends.registry import BackendSpec
+    from simcore import kernel
     from simcore.runner import run_trial_async
     from simcore.scenario import load_scenario
 
+    seen = []  # (reply, the reader's arguments, its reading): what the kernel read, as it read it
+
+    def recording(text, schema, **kwargs):
+        reading = real(text, schema, **kwargs)
+        seen.append((text, kwargs, reading))
+        return reading
+
+    real = kernel.read_reply
+    monkeypatch.setattr(kernel, "read_reply", recording)
     model, url = local_model
     scenario = load_scenario(name)
     config = scenario.config_type.from_mapping(SMALL[name])
@@ -111,3 +149,5 @@ def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_
     for kind, counts in sorted(trial.results["parse_quality"].items()):
         print("PARSE", json.dumps({"scenario": name, "model": model, "json_mode": json_mode, "kind": kind, **counts}))
     no_figure_rests_on_a_flagged_reply(name, trial)
+    print("LABELLED", json.dumps({"scenario": name, "model": model, "json_mode": json_mode,
+                                  "checked": readings_agree_with_labels(model, json_mode, seen), "read": len(seen)}))
