@@ -421,8 +421,11 @@ class Option(Kind):
         said_of = re.match(rf"^\W*(?:(?:{pre})\s*)?[(\[]?(?:{kre})[)\]]?\s+{_PREDICATE}", first_line, re.I)
         if lead is not None and lead[1] is None and not said_of:
             weak.add(lead[0])
-        affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kre})(?![\w'])", re.I)
-        after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kre})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
+        # A one-letter key is a capital here: "a" is an article ("I choose a different path").
+        kcs = "|".join(f"(?-i:{re.escape(k)})" if len(k) == 1 and k.isalpha() else re.escape(k)
+                       for k in sorted(table, key=len, reverse=True))
+        affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kcs})(?![\w'])", re.I)
+        after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kcs})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
         named = re.compile(rf"\b(?:{pre})\s*[:#]?\s*[(\[]?(?P<key>{kre})(?![\w'])", re.I)
         texts = {key: r"\b" + r"\W+".join(map(re.escape, words)) + r"\b"
                  for key, words in ((k, re.findall(r"\w+", t)) for k, t in table.items()) if len(words) >= 2}
