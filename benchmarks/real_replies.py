@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus.rerun import CORPUS, compare, label_fields, load, read  # noqa: E402
+from tests.corpus.rerun import CORPUS, compare, fixed_fields, label_fields, load, read  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "real_replies.json"
 # Small worlds that keep each scenario's default token budgets.
@@ -151,6 +151,7 @@ def table(records: list[dict[str, Any]], reader_dir: Path | None = None) -> tupl
         c["partial"] += got["partial"]
         c["truncated"] += r["finish_reason"] == "length"
         c["labelled_readable"] += bool(label_fields(r))
+        c["fixed"] += bool(fixed_fields(r))  # a kind of free text only has no label to judge by
         diff = compare(r, got["fields"])
         c["misread"] += bool(diff["misread"])
         c["flagged_readable"] += bool(diff["left_out"]) and not diff["misread"]
@@ -176,9 +177,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| model | JSON mode | reply kind | replies | JSON | label | prose | unreadable | of them echoes | "
             "of them partial | cut at max_tokens | commit to an answer (labels) | flagged readable | misread |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    judged = COLUMNS[COLUMNS.index("labelled_readable"):]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['json_mode']} | {r['kind']} | "
-                     + " | ".join(str(r.get(k, 0)) for k in COLUMNS) + " |")
+        cells = [str(r.get(k, 0)) if r.get("fixed") or k not in judged else "n/a" for k in COLUMNS]
+        lines.append(f"| {r['model']} | {r['json_mode']} | {r['kind']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

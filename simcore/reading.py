@@ -34,7 +34,16 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 from simcore import prose
 from simcore.echo import echo_spans, echoes_json, given_texts, repeated_share, set_aside
-from simcore.schema import Choice, FieldPlan, Text, clean, json_example, norm, plan
+from simcore.schema import (
+    Choice,
+    FieldPlan,
+    Text,
+    TextList,
+    clean,
+    json_example,
+    norm,
+    plan,
+)
 
 HOWS = ("json", "label", "prose")
 UNREADABLE = "unreadable"
@@ -277,6 +286,9 @@ _PLACEHOLDER = re.compile(
 
 def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed: Mapping[str, Any],
          instruction: str = "") -> None:
+    if isinstance(raw, dict) or (isinstance(raw, list) and not isinstance(f.kind, TextList)):
+        problems.append(f"{raw!r:.60} is {'an object' if isinstance(raw, dict) else 'a list'}, not one value")
+        return
     if isinstance(raw, str) and (
         (_PLACEHOLDER.match(raw) and not (isinstance(f.kind, Choice) and raw.strip().strip("\"").upper() in f.kind.options))
         or prose.echoes(raw, instruction)
@@ -298,7 +310,6 @@ def _first_text(fields: tuple[FieldPlan, ...]) -> FieldPlan | None:
 
 # -- JSON --------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 
 
@@ -527,7 +538,7 @@ def _remove(text: str, spans: list[tuple[int, int]]) -> str:
 
 
 _PADDING = re.compile(r"\n {7,}")
-_FENCE_MARK = re.compile(r"```[a-zA-Z]*")
+_FENCE_MARK = re.compile(r"```[\w+.-]*")
 
 
 # -- labelled lines -------------------------------------------------------------

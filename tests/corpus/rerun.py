@@ -28,49 +28,44 @@ def schema_of(record: dict[str, Any]) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def fixed_fields(record: dict[str, Any]) -> list[str]:
+    """The fields of a record's schema with an answer of a fixed kind (not free text): what labels judge."""
+    from simcore.schema import Text, TextList, plan
+
+    return [f.name for f in plan(schema_of(record)) if not isinstance(f.kind, (Text, TextList))]
+
+
 def label_fields(record: dict[str, Any]) -> dict[str, Any]:
     """A record's label as {field: value}: what the reply commits to (see tests/corpus/real/rerun.md).
 
     A label is null (the reply commits to nothing), the value of the schema's one fixed-answer
-    field ("DEFECT", "B"), or an object with a value per field the reply commits to (``true``
-    for a free-text field: the reply states one of its own).
+    field ("DEFECT", "B"), or an object with a value for each fixed-answer field the reply
+    commits to. Free-text fields are not labelled.
     """
-    from simcore.schema import Text, plan
-
     label = record["label"]
     if label is None:
         return {}
     if isinstance(label, dict):
         return label
-    fixed = [f.name for f in plan(schema_of(record)) if f.required and not isinstance(f.kind, Text)]
+    fixed = fixed_fields(record)
     if len(fixed) != 1:
         raise ValueError(f"{record['id']}: a bare label needs a schema with one fixed-answer field")
     return {fixed[0]: label}
 
 
 def compare(record: dict[str, Any], got: dict[str, Any]) -> dict[str, list[str]]:
-    """The fields a reading misread (a value the label does not give) or left out (a label it did not read).
-
-    ``got`` holds the fields the reader read cleanly. Free-text fields the label does not
-    judge (an optional reasoning) are not compared.
-    """
-    from simcore.schema import Text, plan
-
+    """The fixed-answer fields a reading misread (a value the label does not give) or left out (a
+    label it did not read); ``got`` holds the fields the reader read cleanly."""
     label = label_fields(record)
     wrong, left = [], []
-    for f in plan(schema_of(record)):
-        text = isinstance(f.kind, Text)
-        if text and f.name not in label:
-            continue
-        have, want = got.get(f.name), label.get(f.name)
-        if text and have is not None:
-            have = True
+    for name in fixed_fields(record):
+        have, want = got.get(name), label.get(name)
         if have is None and want is None:
             continue
         if have is None:
-            left.append(f.name)
+            left.append(name)
         elif want is None or (have != want and not (isinstance(want, float) and abs(have - want) < 1e-9)):
-            wrong.append(f"{f.name}: read {have!r}, label {want!r}")
+            wrong.append(f"{name}: read {have!r}, label {want!r}")
     return {"misread": wrong, "left_out": left}
 
 
@@ -85,5 +80,5 @@ def read(record: dict[str, Any], read_reply: Any = None) -> Any:
               "instruction": record["instruction"]}
     try:
         return read_reply(record["reply"], schema_of(record), given=messages, **kwargs)
-    except TypeError:  # an older reader without ``given``
+    except TypeError:  # a reader from before issue 33, without ``given``
         return read_reply(record["reply"], schema_of(record), **kwargs)
