@@ -199,6 +199,9 @@ def test_a_reply_that_only_repeats_its_prompt_is_an_echo(reply, finish):
     # A JSON description of past games (cut).
     ('Here is a JSON representation of your previous games: {"rounds": [{"action": "COOPERATE", "round": 1}, '
      '{"action": ', "length"),
+    # Chat with a made-up history, read as DEFECT before (SmolLM2-135M-Instruct, tests/corpus/real, smollm2-off-006).
+    ("Games so far this round:\nAgent C vs Agent B, DEFECT\nYour previous games against this opponent:\n(none yet)\n"
+     "You can choose to play first among yourself in next rounds.\nThe current opponent is Agent A.", "stop"),
     # Mentions and descriptions commit to nothing.
     ("Both cooperate gives 3 each; both defect gives 1 each.", "stop"),
     ("COOPERATE or DEFECT", "stop"),
