@@ -27,13 +27,14 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, NamedTuple, Sequence
 
+from simcore.prose import TEMPLATE
+
 #: Words in a run that counts as repeated.
 K = 4
 
 _WORD = re.compile(r"\w+")
 _UNIT = re.compile(r"[^\n]+?(?:[.!?](?=\s)|$)", re.M)
 _WS = b" \t\n\r\f\v"
-_TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>")
 
 
 class Prompt(NamedTuple):
@@ -91,7 +92,7 @@ def echo_spans(text: str, given: Sequence[str]) -> list[tuple[int, int]]:
         return []
     prompts = [_prompt(g) for g in given]
     # A chat template's markers are no words of the model's own (blanked, positions kept).
-    low = _TEMPLATE.sub(lambda m: " " * len(m.group(0)), text.lower())
+    low = TEMPLATE.sub(lambda m: " " * len(m.group(0)), text.lower())
     found = [(m.group(0), m.start(), m.end()) for m in _WORD.finditer(low)]
     words = [w for w, _, _ in found]
     repeated = _repeated(words, prompts)

@@ -149,18 +149,27 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     text = text if isinstance(text, str) else ""
     objects, spans = json_objects(text, truncated)
     copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
-    if given and objects:
-        own = [i for i, (a, b) in enumerate(spans) if not echoes_json(text[a:b], given)]
-        if len(own) < len(spans):
-            copied = [span for i, span in enumerate(spans) if i not in own]
+    if objects:
+        # Copied from the prompt, or written into an instruction ("Reply with JSON: {...}", from the
+        # start of its line, or of the line above): no answer.
+        for a, b in spans:
+            line = text.rfind("\n", 0, a) + 1
+            if not text[line:a].strip() and line:  # an object on a line of its own: its instruction is above
+                line = text.rfind("\n", 0, line - 1) + 1
+            if given and echoes_json(text[a:b], given):
+                copied.append((a, b))
+            elif _INSTRUCTED.search(text, line, a):
+                copied.append((line, b))
+        if copied:
+            own = [i for i, (a, b) in enumerate(spans) if not any(x <= a and b <= y for x, y in copied)]
             objects, spans = [objects[i] for i in own], [spans[i] for i in own]
     # The text around the reply's own JSON, at the same positions.
     rest = "" if spans == [(0, len(text))] else _remove(text, spans)
-    texts = given_texts(given) if given and (copied or rest.strip()) else ()
+    texts = given_texts(given) if given and rest.strip() else ()
     if copied or rest.strip():
         # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
         aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
-        echo = echo_spans(rest, texts) + copied if texts else []
+        echo = (echo_spans(rest, texts) if texts else []) + copied
         if echo and not objects and not _WORDS.search(set_aside(rest, echo)):
             return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
         if aside or echo:
@@ -242,6 +251,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
 
 
 _WORDS = re.compile(r"\w")
+_INSTRUCTED = re.compile(r"\b(?:reply|respond|answer) (?:only )?(?:with|in) (?:json|the json)\b", re.I)
 
 
 def _raw_text(raw: Any) -> str:

@@ -258,3 +258,15 @@ def test_lists_and_bare_mentions_of_options_are_no_choice():
     assert not read_reply("A, B or C", Vote).readable
     assert read_reply("Option B.", Vote, allowed={"option": texts}).value.option == "B"
     assert read_reply("Warn the ex-partner.", Vote, allowed={"option": texts}).value.option == "B"
+
+
+def test_a_base_model_inventing_prompt_turns_answers_nothing():
+    """Gemma 3 270M, JSON mode off (tests/corpus/real, gemma-off-004): read as DEFECT before."""
+    reply = ('\n(none yet)\n\nCurrent opponent: Agent A\nReply with JSON: {"action": "DEFECT"}  [/INST]\n(none yet)\n\n'
+             'Current opponent: Agent C\nReply with JSON: {"action": "COOPERATE" or "DEFECT"}  [/INST]\n(none yet)\n\n'
+             'Current opponent: Agent D\nReply with JSON: {"action": "DEFECT"}  [/INST]')
+    r = read_reply(reply, _decision_reply(), finish_reason="length", given=_decision_request())
+    assert not r.readable and "invents a conversation" in r.errors[0]
+    # A JSON object written into the instruction is no answer, with or without the template's turns.
+    for reply in ('Reply with JSON: {"action": "DEFECT"}', 'Vote: DEFECT, reply with JSON:\n{"action": "DEFECT"}'):
+        assert not read_reply(reply, _decision_reply(), given=_decision_request()).readable, reply
