@@ -174,12 +174,15 @@ COLUMNS = ("replies", "json", "label", "prose", "unreadable", "echo", "partial",
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
+    before = any("misread_before" in r for r in rows)
+    columns = COLUMNS + (("misread_before",) if before else ())
     head = ("| model | JSON mode | reply kind | replies | JSON | label | prose | unreadable | of them echoes | "
-            "of them partial | cut at max_tokens | commit to an answer (labels) | flagged readable | misread |")
+            "of them partial | cut at max_tokens | commit to an answer (labels) | flagged readable | misread |"
+            + (" misread before |" if before else ""))
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
-    judged = COLUMNS[COLUMNS.index("labelled_readable"):]
+    judged = columns[columns.index("labelled_readable"):]
     for r in rows:
-        cells = [str(r.get(k, 0)) if r.get("fixed") or k not in judged else "n/a" for k in COLUMNS]
+        cells = [str(r.get(k, 0)) if r.get("fixed") or k not in judged else "n/a" for k in columns]
         lines.append(f"| {r['model']} | {r['json_mode']} | {r['kind']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=1)
     r = sub.add_parser("report", help="read the labelled replies and write the table")
     r.add_argument("--reader-from", metavar="REV", help="read with the readers of this git revision")
+    r.add_argument("--before", metavar="REV", help="also count the misreads of the readers of this git revision")
     r.add_argument("--out", default=str(OUT))
     sub.add_parser("_readings").add_argument("reader_dir")
     args = p.parse_args(argv)
@@ -214,9 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     unlabelled = len(everything) - len(records)
     reader = _reader_at(args.reader_from) if args.reader_from else None
     rows, misreads = table(records, reader)
-    write_json_out = {"written": time.strftime("%Y-%m-%d"), "reader": args.reader_from or "working tree",
-                      "configs": CONFIGS, "unlabelled": unlabelled, "rows": rows, "misreads": misreads}
-    Path(args.out).write_text(json.dumps(write_json_out, indent=1) + "\n")
+    result = {"written": time.strftime("%Y-%m-%d"), "reader": args.reader_from or "working tree",
+              "configs": CONFIGS, "unlabelled": unlabelled, "rows": rows, "misreads": misreads}
+    if args.before:
+        old_rows, old_misreads = table(records, _reader_at(args.before))
+        for row, old in zip(rows, old_rows):
+            row["misread_before"] = old.get("misread", 0)
+        result.update(before=args.before, misreads_before=old_misreads)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    Path(args.out).with_suffix(".md").write_text(markdown(rows))
     print(markdown(rows))
     print(f"{sum(r['replies'] for r in rows)} labelled replies ({unlabelled} unlabelled left out); "
           f"{len(misreads)} misread")

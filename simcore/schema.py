@@ -428,7 +428,7 @@ class Option(Kind):
         after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kcs})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
         named = re.compile(rf"\b(?:{pre})\s*[:#]?\s*[(\[]?(?P<key>{kre})(?![\w'])", re.I)
         texts = {key: r"\b" + r"\W+".join(map(re.escape, words)) + r"\b"
-                 for key, words in ((k, re.findall(r"\w+", t)) for k, t in table.items()) if len(words) >= 2}
+                 for key, words in ((k, _lead_words(t)) for k, t in table.items()) if len(words) >= 2}
         # An option named bare: its key (after a word that names it) or its own words, and nothing else.
         answer = re.compile("|".join([named.pattern, *texts.values()]), re.I)
         for clause in prose.clauses(text):
@@ -458,6 +458,12 @@ class Option(Kind):
                         rejected.add(key)
                     elif stated:
                         weak.add(key)
+        # A key given the words of another option ("D) Add more sessions", B's text) says neither.
+        for m in re.finditer(rf"(?<![\w'])(?P<key>{kcs})[)\].:]\s+(?P<rest>[^\n]{{0,80}})", text):
+            key = keys[m.group("key").lower()]
+            others = {k for k, t in table.items() if k != key and t and _starts_with(m.group("rest"), t)}
+            if others:
+                rejected |= others | {key}
         if strict:
             return _tiers(strong - rejected, what="option")
         return _tiers(strong - rejected, weak - rejected, what="option")
@@ -465,6 +471,14 @@ class Option(Kind):
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         value, err = self.from_prose(text, allowed, truncated, strict=True)
         return None if err else value
+
+
+def _lead_words(option_text: str) -> list[str]:
+    """The words of an option's text up to its first clause break, as prose names it in one clause
+    ("Keep the disclosure confidential" of "Keep the disclosure confidential and work on it")."""
+    words = re.findall(r"\w+", option_text)
+    first = re.findall(r"\w+", re.split(r"[,;:]|\b(?:and|but|or|so|because|then)\b", option_text, maxsplit=1)[0])
+    return first if len(first) >= 2 else words
 
 
 def _starts_with(text: str, option_text: str) -> bool:

@@ -6,7 +6,14 @@ from hypothesis import given as hypothesis_given
 from hypothesis import strategies as st
 
 from backends.base import Message
-from simcore.echo import compact, echo_spans, echoes_json, given_texts, repeated_share, set_aside
+from simcore.echo import (
+    compact,
+    echo_spans,
+    echoes_json,
+    given_texts,
+    repeated_share,
+    set_aside,
+)
 
 PROMPT = (
     "You are playing one game of the prisoner's dilemma as Agent D. Follow the strategy below.\n\n"
