@@ -270,3 +270,26 @@ def test_a_base_model_inventing_prompt_turns_answers_nothing():
     # A JSON object written into the instruction is no answer, with or without the template's turns.
     for reply in ('Reply with JSON: {"action": "DEFECT"}', 'Vote: DEFECT, reply with JSON:\n{"action": "DEFECT"}'):
         assert not read_reply(reply, _decision_reply(), given=_decision_request()).readable, reply
+
+
+THERAPY = {"A": "Keep the disclosure confidential and work on it in therapy.",
+           "B": "Add more sessions and watch for escalation before acting.",
+           "C": "Take protective steps: warn the ex-partner and notify the police.",
+           "D": "End the therapeutic relationship and refer him elsewhere."}
+
+
+@pytest.mark.parametrize("reply", [
+    # A key with another option's words (SmolLM2-135M-Instruct, tests/corpus/real, smollm2-off-012 and -013).
+    "The answer should be D) Add more sessions and watch for escalation before acting.",
+    "Option B:\nTherapist should keep the disclosure confidential and work on it in therapy.",
+    # "a" is an article, not option A (smollm2-off-010 was read as A before).
+    "This answer requires a different response as it is not what I'd choose.",
+])
+def test_an_option_named_by_another_options_words_or_an_article_is_no_vote(reply):
+    assert not read_reply(reply, Vote, allowed={"option": THERAPY}).readable
+
+
+def test_an_option_is_named_by_the_first_clause_of_its_text():
+    r = read_reply("The therapist should keep the disclosure confidential, and nothing more.", Vote,
+                   allowed={"option": THERAPY})
+    assert r.value.option == "A" and r.how == "prose"
