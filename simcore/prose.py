@@ -263,13 +263,13 @@ def torn(text: str) -> bool:
     return bool(_TORN.search(text))
 
 
-#: A chat template's markers, lower case ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").
-TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>")
+#: A chat template's markers ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").
+TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>", re.I)
 
 
 def dialogue(text: str) -> bool:
     """Whether the reply invents a conversation (speaker tags, or a chat template's turns), as base models do."""
-    return len(_SPEAKER.findall(text)) >= 2 or len(TEMPLATE.findall(text.lower())) >= 2
+    return len(_SPEAKER.findall(text)) >= 2 or len(TEMPLATE.findall(text)) >= 2
 
 
 # -- numbers and amounts in text ----------------------------------------------

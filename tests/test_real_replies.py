@@ -30,7 +30,7 @@ def test_the_records_are_whole_and_labelled():
 def test_no_real_reply_is_misread(model):
     misread = []
     for r in RECORDS:
-        if r["model"] == model:
+        if r["model"] == model and r["labelled"]:  # (an unlabelled record fails the test above)
             diff = compare(r, read(r).fields)
             misread += [f"{r['id']} ({r['kind']}): {m}" for m in diff["misread"]]
     assert not misread, "\n".join(misread)
