@@ -187,6 +187,29 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(rows: list[dict[str, Any]]) -> str:
+    """Markdown: the rows added up per model and JSON mode (the judged columns over kinds with labels)."""
+    acc: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for r in rows:
+        c = acc[(r["model"], r["json_mode"])]
+        for k in ("replies", "json", "label", "prose", "unreadable", "echo", "partial", "truncated"):
+            c[k] += r.get(k, 0)
+        if r.get("fixed"):
+            for k in ("replies", "labelled_readable", "flagged_readable", "misread", "misread_before"):
+                c["judged_" + k] += r.get(k, 0)
+    before = any("misread_before" in r for r in rows)
+    head = ("| model | JSON mode | replies | JSON / label / prose | unreadable (echoes, partial) | cut at max_tokens | "
+            "with a fixed-answer field | commit to an answer (labels) | flagged readable | misread |"
+            + (" misread before |" if before else ""))
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for (model, mode), c in sorted(acc.items()):
+        lines.append(
+            f"| {model} | {mode} | {c['replies']} | {c['json']} / {c['label']} / {c['prose']} | {c['unreadable']} "
+            f"({c['echo']}, {c['partial']}) | {c['truncated']} | {c['judged_replies']} | {c['judged_labelled_readable']} | "
+            f"{c['judged_flagged_readable']} | {c['judged_misread']} |" + (f" {c['judged_misread_before']} |" if before else ""))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -226,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             row["misread_before"] = old.get("misread", 0)
         result.update(before=args.before, misreads_before=old_misreads)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    Path(args.out).with_suffix(".md").write_text(markdown(rows))
-    print(markdown(rows))
+    Path(args.out).with_suffix(".md").write_text(summary(rows) + "\n" + markdown(rows))
+    print(summary(rows) + "\n" + markdown(rows))
     print(f"{sum(r['replies'] for r in rows)} labelled replies ({unlabelled} unlabelled left out); "
           f"{len(misreads)} misread")
     for m in misreads:

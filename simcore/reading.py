@@ -201,9 +201,9 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             for raw in _lookup(obj, f):
                 raws.append(raw)
                 _add(found, problems, 0, f, raw, allowed, instruction)
-        if f.name in labels:
-            raws.append(labels[f.name])
-            _add(found, problems, 1, f, labels[f.name], allowed, instruction)
+        for raw in labels[f.name] if isinstance(labels.get(f.name), Twice) else [labels.get(f.name)] * (f.name in labels):
+            raws.append(raw)
+            _add(found, problems, 1, f, raw, allowed, instruction)
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
@@ -562,6 +562,13 @@ _QUALIFIER = r"(?:(?:my|our|the|your|final|revised|updated|new|proposed|chosen|o
 _TAG = re.compile(r"<(?P<tag>[A-Za-z_][\w-]{0,40})>\s*(?P<value>.*?)\s*</(?P=tag)>", re.DOTALL)
 
 
+_NOT_MINE = re.compile(
+    r"\b(?:their|his|her|opponent'?s?|other|partner'?s?|agent \w+'?s?|player \w+'?s?|last|previous|prior|"
+    r"initial|earlier|original)\W+(?:\w+\W+)?$",
+    re.IGNORECASE,
+)
+
+
 def label_key(label: str) -> str:
     """A label as compared with field aliases: no qualifiers ("Final", "Revised") or asides."""
     s = norm(re.sub(r"\([^)]*\)", " ", label))
@@ -583,11 +590,14 @@ def _label_re_of(aliases: tuple[str, ...]) -> re.Pattern:
     )
 
 
-def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, str]:
-    """The value each field's last label gives: ``Label: value`` anywhere in a line,
+def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, Any]:
+    """The value each field's labels give: ``Label: value`` anywhere in a line,
     headings over their value, and tags (``<vote>B</vote>``).
 
-    In a cut reply the last line (which may be cut) is not read.
+    A field labelled twice with different values takes the last only where the reply
+    revises explicitly (a "Final", "Revised" label, or "on reflection", "actually"
+    between them); else it gets both, as :class:`Twice`, and no value stands. In a cut
+    reply the last line (which may be cut) is not read.
     """
     rp = _reader_plan(schema)
     by_alias = rp.by_alias
@@ -596,6 +606,7 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
         name = by_alias.get(label_key(m.group("tag")))
         if name is not None and (not truncated or m.end() < len(text)):
             found.append((m.start(), name, clean(m.group("value"))))
+    original = text
     text = _TAG.sub(lambda m: "\n", text)
     lines = text.split("\n")
     if truncated:  # the last line may be cut, unless it visibly ended
@@ -606,7 +617,8 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
     pattern = rp.pattern
     offset = 0
     for k, line in enumerate(lines):
-        marks = list(pattern.finditer(line))
+        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's.
+        marks = [m for m in pattern.finditer(line) if not _NOT_MINE.search(line, 0, m.start())]
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
             value = clean(line[m.end() : end].strip().rstrip(",;"))
@@ -619,10 +631,20 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
                 if tail is not None and not (truncated and k + 1 + len(tail) >= len(lines)):
                     found.append((offset, name, " ".join(tail)))
         offset += len(line) + 1
-    out: dict[str, str] = {}
-    for _, name, value in sorted(found):
-        if value:
-            out[name] = value  # the last label of a field wins
+    out: dict[str, Any] = {}
+    since: dict[str, int] = {}  # where the field's value last changed
+    for at, name, value in sorted(found):
+        if not value:
+            continue
+        before = out.get(name)
+        if before is None or before == value:
+            out[name] = value
+        elif _REVISED.search(original, since[name], at + 40):
+            out[name] = value  # an explicit revision: the last label wins
+        else:
+            out[name] = Twice((*before, value) if isinstance(before, Twice) else (before, value))
+        if before != value:
+            since[name] = at
     return out
 
 
