@@ -293,3 +293,15 @@ def test_an_option_is_named_by_the_first_clause_of_its_text():
     r = read_reply("The therapist should keep the disclosure confidential, and nothing more.", Vote,
                    allowed={"option": THERAPY})
     assert r.value.option == "A" and r.how == "prose"
+
+
+def test_a_field_labelled_twice_differently_is_unreadable_unless_the_reply_revises():
+    # Qwen2.5-Coder-0.5B, veil turn, JSON mode off (tests/corpus/real, qwen-off-028): "Principle: 1" then
+    # "Principle: 4" with no revision between them.
+    assert not read_reply("**Decision: COOPERATE**\nWe weigh it again.\n**Decision: DEFECT**", Move).readable
+    r = read_reply("Decision: COOPERATE\nOn reflection, they cannot be trusted.\nDecision: DEFECT", Move)
+    assert r.value.action == "DEFECT"
+    assert read_reply("Decision: DEFECT\nDecision: DEFECT", Move).value.action == "DEFECT"
+    # Labels of another's or an earlier answer are not the reply's own.
+    r = read_reply("Their last move: DEFECT\nInitial decision: DEFECT\nMy decision: COOPERATE", Move)
+    assert r.value.action == "COOPERATE" and r.how == "label"
