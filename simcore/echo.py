@@ -92,8 +92,8 @@ def echo_spans(text: str, given: Sequence[str]) -> list[tuple[int, int]]:
         return []
     prompts = [_prompt(g) for g in given]
     # A chat template's markers are no words of the model's own (blanked, positions kept).
-    low = TEMPLATE.sub(lambda m: " " * len(m.group(0)), text.lower())
-    found = [(m.group(0), m.start(), m.end()) for m in _WORD.finditer(low)]
+    bare = TEMPLATE.sub(lambda m: " " * len(m.group(0)), text)
+    found = [(m.group(0).lower(), m.start(), m.end()) for m in _WORD.finditer(bare)]
     words = [w for w, _, _ in found]
     repeated = _repeated(words, prompts)
     spans = []

@@ -176,7 +176,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             rest = set_aside(rest, aside + echo)
     if spans and rest:
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
-    if rest and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
+    if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
     keyed = [o for o in objects if _keyed(o, rp.names)]
     keyed, clash = _resolve(keyed, text, spans if len(keyed) == len(objects) else [], fields)
