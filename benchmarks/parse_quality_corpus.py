@@ -57,7 +57,9 @@ async def measure(name: str, json_mode: str) -> dict[str, dict[str, int]]:
             for kind in SERVED[name]:
                 row = trial.results["parse_quality"][kind]
                 totals.setdefault(kind, Counter()).update({k: row[k] for k in COUNTS})
-            by_design = sum(e["expect"] == "unreadable" for e in entries)
+            # (a veil rating with an item unreadable by design, the others kept, is unreadable as a reply)
+            by_design = sum(e["expect"] == "unreadable" or (e.get("kind") == "rating" and None in e["expect"])
+                            for e in entries)
             totals[SERVED[name][0]]["unreadable_by_design"] += by_design  # veil: both kinds summed below
     if name == "veil_of_ignorance":  # the corpus entries of both veil kinds are counted together
         both = Counter()

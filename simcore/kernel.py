@@ -550,9 +550,10 @@ class World(mesa.Model):
             ledger["completion_tokens"] += res.usage.completion_tokens
         reading = None
         if call.schema is not None:
-            reading = read_reply(res.text, call.schema, finish_reason=res.finish_reason, allowed=call.allowed,
-                                 instruction=call.instruction)
             prev = call.reask_of
+            reading = read_reply(res.text, call.schema, finish_reason=res.finish_reason, allowed=call.allowed,
+                                 instruction=call.instruction, given=call.request.messages,
+                                 known=None if prev is None else prev.reading)
             earlier = () if prev is None else tuple(a.reading for a in (*prev.attempts, prev))
             self.parse_quality.record(reply_kind(call.schema), reading, earlier)
         delay = max(0.0, float(self.duration(call.agent, res)))

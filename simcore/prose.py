@@ -13,6 +13,15 @@ cuts prose into clauses and says, for each, whether it counts:
 - in a reply cut at max_tokens only what was complete before the cut counts: whole
   sentences, and a clause that a "because" shows was finished.
 
+A clause that counts states an answer only where the speaker **commits** to it
+(:attr:`Clause.commits`): in the first person ("I defect", "my vote is B"), as a
+recommendation ("you should cooperate", "the best move is to defect"), or as the
+answer alone, a sentence of its own or after a lead-in that concludes ("So: B",
+"My answer: DEFECT"); an answer after another lead-in ("Round 1: DEFECT", "Agent B:
+DEFECT") describes that, not the speaker's choice. Lists that name several answers
+("COOPERATE or DEFECT", "DEFECT, DEFECT", an option list) never count
+(:func:`list_spans`).
+
 Negation is judged per mention (:func:`negated`), within its clause. The kinds of
 :mod:`simcore.schema` find their mentions in the clauses that count, and read an
 answer only when exactly one survives.
@@ -101,13 +110,30 @@ class Clause:
         counts: Whether it may state the speaker's answer (see the module docstring).
         first_person: Whether it has a first-person word.
         alone: Whether it stands alone as an answer: a whole sentence, or a conclusion
-            ("..., so B.", "...: B").
+            ("..., so B.", "My answer: B"), not the value of another lead-in ("Round 1: B").
+        cue: Whether it recommends or concludes ("you should", "the best move is").
+        lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
+            a colon ("Defect: you get 5").
     """
 
     text: str
     counts: bool
     first_person: bool
     alone: bool
+    cue: bool = False
+    lead: bool = False
+
+    @property
+    def commits(self) -> bool:
+        """Whether an answer in it is the speaker's own: a clause that counts, in the first
+        person or with a cue. (An answer standing alone, or leading its sentence, is judged
+        by the kind, which knows what a bare answer looks like: see :func:`bare`.)"""
+        return self.counts and (self.first_person or self.cue)
+
+    def states(self, answer: re.Pattern) -> bool:
+        """Whether the clause commits to an answer that ``answer`` finds: :attr:`commits`, or the
+        answer bare (:func:`bare`), alone or leading its sentence."""
+        return self.commits or (self.counts and (self.alone or self.lead) and bare(self.text, answer))
 
 
 def prepare(text: str, truncated: bool = False) -> str:
@@ -146,14 +172,90 @@ def clauses(text: str) -> list[Clause]:
             pos = m.end()
         parts.append((s[pos:], s[max(0, pos - 12) : pos]))
         whole = len([p for p, _ in parts if p.strip()]) == 1
-        for part, before in parts:
+        head = ""  # the clause before this one
+        for i, (part, before) in enumerate(parts):
             if not part.strip():
                 continue
             first = bool(_FIRST.search(part))
             about_others = bool(_THIRD.search(part)) and not first
             counts = not (question or supposed or about_others or _HEDGE.search(part) or _WHETHER.search(part))
-            out.append(Clause(part, counts, first, whole or bool(_CONCLUDES.search(before))))
+            if before.endswith(":"):
+                # "My answer: B", "So: B" conclude; "Round 1: B", "Agent B: DEFECT" give a value of something else.
+                alone = bool(_FIRST.search(head) or _CONCLUSION.search(head) or _CONCLUSION.search(before[:-1]))
+                alone = alone and not _THIRD.search(head)
+            else:
+                alone = whole or bool(_CONCLUDES.search(before))
+            # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
+            lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
+            out.append(Clause(part, counts, first, alone, bool(_CUE.search(part)), lead))
+            head = part
     return out
+
+
+# A lead-in that concludes (before a colon), and cues of a recommendation or a stated answer.
+_CONCLUSION = re.compile(
+    r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
+    r"bottom line|final|answer|decision|choice|move|vote|pick|recommendation|selection)\b\W*$",
+    re.I,
+)
+_CUE = re.compile(
+    r"\b(?:should|must|recommend\w*|suggest\w*|advis\w*|go with|let's|let us|"
+    r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible) "
+    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet)|"
+    r"it(?:'s| is| would be) (?:best|better|wise|wiser|right|rational|optimal) to|"
+    r"(?:the|final) (?:answer|choice|decision|move|vote|pick|recommendation) (?:is|would be|will be))\b",
+    re.I,
+)
+
+
+_SEP = r"\s*(?:,|/|\||;|&|\+|\bor\b|\band\b|\bvs\.?|\bversus\b|\s-\s)\s*"
+
+
+def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, int]]:
+    """Spans of ``text`` that list answers rather than choose one.
+
+    ``answer`` is a regex for one answer (an action, an option key). A list is two
+    answers or more joined by separators only ("COOPERATE or DEFECT", "DEFECT, DEFECT",
+    "A/B"), or two consecutive lines or more that each begin with an answer, different
+    ones, as an option list does ("A: Transfuse" over "B: Seek a court order"). With
+    ``keys``, a line's answer must stand as a key ("A)", "A:", "A.", "(A)", "Option A").
+    """
+    one = rf"(?<![\w-])(?:{answer})(?![\w-])"
+    out = [m.span() for m in re.finditer(rf"{one}(?:{_SEP}{one})+", text, re.I)]
+    head = rf"^[ \t]*(?:[-*\u2022+>#]+[ \t]*)?(?:\*\*|__)?(?:option[ \t]*)?[(\[]?(?P<a>{answer})"
+    head += r"(?:[)\].:]|\*\*|__|[ \t]+[-\u2013\u2014])" if keys else r"(?![\w-])"
+    pattern = re.compile(head, re.I)
+    block: list[tuple[int, int, str]] = []
+    pos = 0
+    for line in [*text.split("\n"), "."]:  # (a last line that ends any block)
+        m = pattern.match(line)
+        if m:
+            block.append((pos, pos + len(line), m.group("a").lower()))
+        elif line.strip():  # a blank line does not end a list
+            if len({a for _, _, a in block}) >= 2:
+                out += [(a, b) for a, b, _ in block]
+            block = []
+        pos += len(line) + 1
+    return out
+
+
+def blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span blanked out by spaces (positions kept)."""
+    for a, b in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+_FILLER = frozenset(
+    "again now then so therefore thus hence ok okay yes well definitely simply just final answer move decision "
+    "choice action option vote it is its for me this time round game not no never don t do".split()
+)
+
+
+def bare(text: str, answer: re.Pattern) -> bool:
+    """Whether ``text`` is an answer and nothing else: its words outside ``answer``'s matches are filler
+    ("DEFECT again", "**B**", "Option B.", "not defect")."""
+    return answer.search(text) is not None and set(words_of(answer.sub(" ", text).lower())) <= _FILLER
 
 
 def torn(text: str) -> bool:
@@ -161,9 +263,13 @@ def torn(text: str) -> bool:
     return bool(_TORN.search(text))
 
 
+#: A chat template's markers ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").
+TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>", re.I)
+
+
 def dialogue(text: str) -> bool:
-    """Whether the reply invents a conversation (speaker tags), as base models do."""
-    return len(_SPEAKER.findall(text)) >= 2
+    """Whether the reply invents a conversation (speaker tags, or a chat template's turns), as base models do."""
+    return len(_SPEAKER.findall(text)) >= 2 or len(TEMPLATE.findall(text)) >= 2
 
 
 # -- numbers and amounts in text ----------------------------------------------

@@ -10,6 +10,9 @@ attempt (a re-ask supersedes the reply it re-asks):
 - ``reasked``: turns that needed at least one re-ask;
 - ``lowered``: calls whose completion budget was lowered to fit the model's context
   window (:mod:`simcore.fitting`; never below what the reply kind needs).
+- ``echo``: unreadable turns whose final reply only repeated what the model was
+  given (see :mod:`simcore.echo`); ``partial``: unreadable turns whose final reply
+  still gave some required fields cleanly (kept for the figures that use them).
 
 ``replies`` is the number of turns. A kind with more than :data:`WARN_SHARE` of its
 turns unreadable gets a warning in the run's summary.
@@ -22,7 +25,7 @@ from typing import Any, Iterable, Mapping
 from simcore.reading import HOWS, UNREADABLE, Reading
 
 WARN_SHARE = 0.02
-COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "lowered")
+COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "lowered", "echo", "partial")
 
 
 class ParseQuality:
@@ -42,11 +45,15 @@ class ParseQuality:
             last = earlier[-1]
             c[last.how] -= 1
             c["salvaged"] -= last.salvaged
+            c["echo"] -= last.echo
+            c["partial"] -= last.kept_some
             c["reasked"] += len(earlier) == 1
         else:
             c["replies"] += 1
         c[reading.how] += 1
         c["salvaged"] += reading.salvaged
+        c["echo"] += reading.echo
+        c["partial"] += reading.kept_some
         c["truncated"] += reading.truncated and not any(r.truncated for r in earlier)
 
     def lowered(self, kind: str) -> None:
@@ -82,11 +89,12 @@ def summary_lines(quality: Mapping[str, Mapping[str, int]]) -> list[str]:
     if all(c["json"] == c["replies"] and not (c["truncated"] or c["reasked"] or c.get("lowered"))
            for c in quality.values()):
         return [f"  replies: {total}, every one read as JSON"]
-    lines = ["  replies read (json/label/prose/unreadable; truncated, salvaged, re-asked):"]
+    lines = ["  replies read (json/label/prose/unreadable; truncated, salvaged, re-asked; echoes, partial):"]
     for kind, c in quality.items():
         lines.append(
             f"    {kind:<14} {c['replies']:>5}: {c['json']}/{c['label']}/{c['prose']}/{c[UNREADABLE]}; "
-            f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked"
+            f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked; "
+            f"{c.get('echo', 0)} echoes, {c.get('partial', 0)} partial"
             + (f", {c['lowered']} with a budget lowered to fit the context window" if c.get("lowered") else "")
         )
     return lines + [f"  {w}" for w in warnings(quality)]

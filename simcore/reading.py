@@ -30,13 +30,38 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from simcore import prose
-from simcore.schema import Choice, FieldPlan, Text, clean, json_example, norm, plan
+from simcore.echo import echo_spans, echoes_json, given_texts, repeated_share, set_aside
+from simcore.schema import (
+    Choice,
+    FieldPlan,
+    Text,
+    TextList,
+    clean,
+    json_example,
+    norm,
+    plan,
+)
 
 HOWS = ("json", "label", "prose")
 UNREADABLE = "unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFlag:
+    """A required field that a reply did not give cleanly.
+
+    Attributes:
+        field: The field's name.
+        raw: The text or JSON value it was read from ("" when none was found).
+        why: What was wrong.
+    """
+
+    field: str
+    raw: str
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +74,22 @@ class Reading:
             needed), or "unreadable".
         truncated: The reply was cut at max_tokens (``finish_reason`` "length").
         errors: Why it is unreadable, or notes on optional fields that were not read.
+        partial: The fields an unreadable reply gave cleanly, as (name, value) pairs
+            (kept only where a required field is among them): a multi-field reply keeps
+            what it got right. Empty for a readable reply (its ``value`` holds them).
+        flags: The required fields not read, each with its raw text and why.
+        echo: The reply only repeats what the model was given (see :mod:`simcore.echo`).
+        partial_how: The weakest source the fields in ``partial`` needed.
     """
 
     value: Any
     how: str
     truncated: bool = False
     errors: tuple[str, ...] = ()
+    partial: tuple[tuple[str, Any], ...] = ()
+    flags: tuple[FieldFlag, ...] = ()
+    echo: bool = False
+    partial_how: str = "json"
 
     @property
     def readable(self) -> bool:
@@ -65,6 +100,18 @@ class Reading:
         """Cut at max_tokens, yet every required field was complete."""
         return self.truncated and self.readable
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The fields read cleanly, by name: all of a readable reply's, or :attr:`partial`."""
+        if self.value is not None:
+            return {name: getattr(self.value, name) for name in self.value.__dataclass_fields__}
+        return dict(self.partial)
+
+    @property
+    def kept_some(self) -> bool:
+        """Unreadable as a whole, yet with some required field read cleanly (kept in :attr:`partial`)."""
+        return not self.readable and bool(self.partial)
+
     def describe(self) -> str:
         """One line for logs and re-ask prompts."""
         if self.readable:
@@ -73,8 +120,12 @@ class Reading:
         return cut + ("; ".join(self.errors) or "no answer found")
 
 
+_ECHO_ONLY = "repeats what it was given (prompt, history, options or JSON example) and says nothing of its own"
+
+
 def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
-               allowed: Mapping[str, Any] | None = None, instruction: str = "") -> Reading:
+               allowed: Mapping[str, Any] | None = None, instruction: str = "",
+               given: Sequence[Any] = (), known: Reading | None = None) -> Reading:
     """Read ``text`` into ``schema``; never raises.
 
     Args:
@@ -84,36 +135,82 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         allowed: Per-call choices, by field name (e.g. a vignette's option keys
             and texts for an :func:`~simcore.schema.option` field).
         instruction: What the reply answers (system prompt and instruction, not the
-            transcript): text that merely repeats it is no answer.
+            transcript): a JSON text value that merely repeats it is no answer.
+        given: Everything the model was given (the request's messages, or their
+            texts): spans of the reply that repeat it are set aside before labels and
+            prose are read, and a JSON object copied from it is no answer.
+        known: The reading of the reply this one re-asks: the fields it read
+            cleanly stand, and this reply need give only the others.
     """
     rp = _reader_plan(schema)
     fields = rp.fields
     allowed = allowed or {}
     truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
-    if prose.dialogue(text):
-        return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
     objects, spans = json_objects(text, truncated)
-    keyed = [o for o in (_focus(o, rp.names) for o in objects) if o is not None]
-    keyed, clash = _resolve(keyed, text, spans, fields)
+    copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
+    if objects:
+        # Copied from the prompt, or written into an instruction ("Reply with JSON: {...}", from the
+        # start of its line, or of the line above): no answer.
+        for a, b in spans:
+            line = text.rfind("\n", 0, a) + 1
+            if not text[line:a].strip() and line:  # an object on a line of its own: its instruction is above
+                line = text.rfind("\n", 0, line - 1) + 1
+            if given and echoes_json(text[a:b], given):
+                copied.append((a, b))
+            elif _INSTRUCTED.search(text, line, a):
+                copied.append((line, b))
+        if copied:
+            own = [i for i, (a, b) in enumerate(spans) if not any(x <= a and b <= y for x, y in copied)]
+            objects, spans = [objects[i] for i in own], [spans[i] for i in own]
+    # The text around the reply's own JSON, at the same positions.
+    rest = "" if spans == [(0, len(text))] else _remove(text, spans)
+    texts = given_texts(given) if given and rest.strip() else ()
+    if copied or rest.strip():
+        # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
+        aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
+        echo = (echo_spans(rest, texts) if texts else []) + copied
+        if echo and not objects and not _WORDS.search(set_aside(rest, echo)):
+            return Reading(None, UNREADABLE, truncated, (_ECHO_ONLY,), echo=True)
+        if aside:
+            # A list in parentheses is a format hint ("Decision (COOPERATE/DEFECT): ..."): blanked in
+            # place, so that the label around it still reads.
+            hints = [(a - 1, b + 1) for a, b in aside if rest[a - 1 : a] == "(" and rest[b : b + 1] == ")"]
+            for a, b in hints:
+                rest = rest[:a] + " " * (b - a) + rest[b:]
+            aside = [(a, b) for a, b in aside if (a - 1, b + 1) not in hints]
+        if aside or echo:
+            rest = set_aside(rest, aside + echo)
+    if spans and rest:
+        rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
+    if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
+        return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
+    keyed = [o for o in objects if _keyed(o, rp.names)]
+    keyed, clash = _resolve(keyed, text, spans if len(keyed) == len(objects) else [], fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
-    rest = _remove(text, spans)
     labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
     by_norm = [_normed(obj) for obj in keyed]
+    earlier = dict(known.partial) if known is not None else {}
     values: dict[str, Any] = {}
     errors: list[str] = []
+    flags: list[FieldFlag] = []
     notes: list[str] = []
-    rank = 0
+    rank = HOWS.index(known.partial_how) if earlier else 0
     for f in fields:
+        if earlier.get(f.name) is not None:
+            values[f.name] = earlier[f.name]
+            continue
         found: list[tuple[int, Any]] = []
         problems: list[str] = []
+        raws: list[Any] = []
         for obj in by_norm:
-            raw = _lookup(obj, f)
-            if raw is not None:
+            for raw in _lookup(obj, f):
+                raws.append(raw)
                 _add(found, problems, 0, f, raw, allowed, instruction)
-        if f.name in labels:
-            _add(found, problems, 1, f, labels[f.name], allowed, instruction)
+        for raw in labels[f.name] if isinstance(labels.get(f.name), Twice) else [labels.get(f.name)] * (f.name in labels):
+            raws.append(raw)
+            _add(found, problems, 1, f, raw, allowed, instruction)
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
@@ -121,7 +218,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
                 if err is None:
                     found.append((2, value))
             elif f is rp.primary and not keyed and not truncated:
-                body = _prose_body(rest, rp.pattern, instruction)
+                body = _prose_body(rest, rp.pattern, instruction, texts)
                 if body:
                     found.append((2, body))
         # (Two answers can only conflict when there are two.)
@@ -134,7 +231,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         elif f.required and found[0][1] in ("", [], None):
             message = f"{f.name}: is empty"
         elif f.required and min(r for r, _ in found) < 2 and f.kind.prose:
-            said = f.kind.commits(_reasoning(keyed, rest, fields, f), allowed.get(f.name), truncated)
+            why = _reasoning(keyed, rest, fields, f)
+            said = f.kind.commits(why, allowed.get(f.name), truncated) if why else None
             if said is not None and not f.kind.agrees(said, found[0][1]):
                 message = f"{f.name}: the reasoning says {said!r} but the answer says {found[0][1]!r}"
         if message is None:
@@ -143,15 +241,28 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
                 rank = max(rank, min(r for r, _ in found))
         elif f.required:
             errors.append(message)
+            flags.append(FieldFlag(f.name, _raw_text(raws[0]) if raws else "", message.split(": ", 1)[1]))
         elif problems or conflict:
             notes.append(message)
     if errors:
-        return Reading(None, UNREADABLE, truncated, tuple(errors))
+        # Kept only where a required field was read: an optional reasoning alone is nothing to keep.
+        kept = any(f.required and f.name in values for f in fields)
+        partial = tuple((f.name, values[f.name]) for f in fields if f.name in values) if kept else ()
+        return Reading(None, UNREADABLE, truncated, tuple(errors), partial, tuple(flags), partial_how=HOWS[rank])
     try:
         value = schema(**{f.name: values.get(f.name) for f in fields})
     except (TypeError, ValueError) as exc:  # a schema's own checks
-        return Reading(None, UNREADABLE, truncated, (str(exc),))
+        partial = tuple((f.name, values[f.name]) for f in fields if f.name in values)
+        return Reading(None, UNREADABLE, truncated, (str(exc),), partial, partial_how=HOWS[rank])
     return Reading(value, HOWS[rank], truncated, tuple(notes))
+
+
+_WORDS = re.compile(r"\w")
+_INSTRUCTED = re.compile(r"\b(?:reply|respond|answer) (?:only )?(?:with|in) (?:json|the json)\b", re.I)
+
+
+def _raw_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw, default=str)
 
 
 class _ReaderPlan(NamedTuple):
@@ -192,6 +303,9 @@ _PLACEHOLDER = re.compile(
 
 def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed: Mapping[str, Any],
          instruction: str = "") -> None:
+    if isinstance(raw, dict) or (isinstance(raw, list) and not isinstance(f.kind, TextList)):
+        problems.append(f"{raw!r:.60} is {'an object' if isinstance(raw, dict) else 'a list'}, not one value")
+        return
     if isinstance(raw, str) and (
         (_PLACEHOLDER.match(raw) and not (isinstance(f.kind, Choice) and raw.strip().strip("\"").upper() in f.kind.options))
         or prose.echoes(raw, instruction)
@@ -213,7 +327,6 @@ def _first_text(fields: tuple[FieldPlan, ...]) -> FieldPlan | None:
 
 # -- JSON --------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 
 
@@ -226,7 +339,7 @@ def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):  # the common case: JSON and nothing else
         try:
-            whole = json.loads(stripped)
+            whole = _JSON.decode(stripped)
         except (json.JSONDecodeError, ValueError, RecursionError):
             whole = None
         if isinstance(whole, dict):
@@ -257,7 +370,7 @@ def parse_object(block: str) -> dict[str, Any] | None:
     """A dict from one ``{...}`` block: JSON, else repaired JSON, else a Python literal."""
     for candidate in (block, _repair(block)):
         try:
-            value = json.loads(candidate)
+            value = _JSON.decode(candidate)
         except (json.JSONDecodeError, ValueError, RecursionError):
             continue
         return value if isinstance(value, dict) else None
@@ -300,7 +413,6 @@ def _balanced_end(text: str, start: int) -> int | None:
     return None
 
 
-_DECODER = json.JSONDecoder()
 _WS = re.compile(r"[\s,]*")
 _COLON = re.compile(r"\s*:\s*")
 _SPACE = re.compile(r"\s*")
@@ -320,41 +432,28 @@ def partial_object(text: str, start: int) -> dict[str, Any]:
         if i >= len(text) or text[i] != '"':
             return out
         try:
-            key, i = _DECODER.raw_decode(text, i)
+            key, i = _JSON.raw_decode(text, i)
             colon = _COLON.match(text, i)
             if colon is None:
                 return out
-            value, j = _DECODER.raw_decode(text, colon.end())
+            value, j = _JSON.raw_decode(text, colon.end())
         except (json.JSONDecodeError, ValueError, RecursionError):
             return out
         k = _SPACE.match(text, j).end()
         if not isinstance(value, (str, list, dict)) and (k >= len(text) or text[k] not in ",}"):
             return out
-        out[key] = value
+        _put(out, key, value)
         i = k
 
 
-def _focus(obj: Any, names: frozenset[str], depth: int = 0) -> dict[str, Any] | None:
-    """The object in ``obj`` (itself, or one nested in it) with the most keys among ``names``
-    (a schema's aliases).
+def _keyed(obj: Mapping[str, Any], names: frozenset[str]) -> bool:
+    """Whether a top-level object has a key among ``names`` (a schema's aliases).
 
-    Scalar keys of the object win over keys of objects nested in it
-    (``{"decision": {"action": "DEFECT"}}`` reads the inner object).
+    Only the reply's own top-level object answers: one nested in another object
+    (``{"rounds": [{"action": ...}]}``, ``{"response": {"action": ...}}``) describes
+    something else, or answers inside an invented frame.
     """
-    best, best_n = None, 0
-    if isinstance(obj, dict):
-        n = sum(1 for k, v in obj.items() if norm(k) in names and not isinstance(v, (dict, list)))
-        if n:
-            best, best_n = obj, n
-    if depth < 4:
-        children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else ()
-        for child in children:
-            if isinstance(child, (dict, list)):
-                inner = _focus(child, names, depth + 1)
-                n = 0 if inner is None else sum(1 for k in inner if norm(k) in names)
-                if n > best_n:
-                    best, best_n = inner, n
-    return best
+    return any(norm(k) in names for k in obj)
 
 
 _REVISED = re.compile(
@@ -372,7 +471,7 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
         return objs, None
     normed = [_normed(o) for o in objs]
     for f in fields:
-        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in normed if (v := _lookup(o, f)) is not None}
+        said = {json.dumps(f.kind.read(v), sort_keys=True, default=str) for o in normed for v in _lookup(o, f)}
         if len(said) > 1:
             between = text[: spans[-1][0]] if len(spans) == len(objs) else ""
             if _REVISED.search(between):
@@ -381,18 +480,49 @@ def _resolve(objs: list[dict[str, Any]], text: str, spans: list[tuple[int, int]]
     return objs, None
 
 
+class Twice(tuple):
+    """The values of a key given twice, differently, in one object: no value of it stands."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        _put(out, k, v)
+    return out
+
+
+def _put(out: dict[str, Any], k: str, v: Any) -> None:
+    if k in out and out[k] != v:
+        prev = out[k]
+        out[k] = Twice((*prev, v) if isinstance(prev, Twice) else (prev, v))
+    else:
+        out[k] = v
+
+
+# Keys given twice are kept as :class:`Twice` (``json.loads`` would keep the last in silence).
+_JSON = json.JSONDecoder(object_pairs_hook=_pairs)
+
+
 def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` keyed by normalised key (the last of keys that normalise alike wins)."""
-    return {norm(k): v for k, v in obj.items()}
+    """``obj`` keyed by normalised key (keys that normalise alike and differ: :class:`Twice`)."""
+    out = {norm(k): v for k, v in obj.items()}
+    if len(out) < len(obj):  # some keys normalise alike: do they agree?
+        out = {}
+        for k, v in obj.items():
+            _put(out, norm(k), v)
+    return out
 
 
-def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> Any:
-    """The value of the first alias of ``f`` that ``by_norm`` (see :func:`_normed`) holds, not null."""
+def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> list[Any]:
+    """Every value, not null, that ``by_norm`` (see :func:`_normed`) gives ``f`` under any alias."""
+    out: list[Any] = []
     for alias in f.aliases:
         value = by_norm.get(alias)
-        if value is not None:
-            return value
-    return None
+        if isinstance(value, Twice):
+            out.extend(v for v in value if v is not None)
+        elif value is not None:
+            out.append(value)
+    return out
 
 
 _REASONING_KEYS = {"reasoning", "reason", "explanation", "rationale", "analysis", "thoughts", "thinking", "argument"}
@@ -418,12 +548,14 @@ def _reasoning(keyed: list[dict[str, Any]], rest: str, fields: tuple[FieldPlan, 
 
 
 def _remove(text: str, spans: list[tuple[int, int]]) -> str:
-    for a, b in reversed(spans):
-        text = text[:a] + "\n" + text[b:]
-    return _FENCE_MARK.sub("\n", text)
+    """``text`` with the spans and fence marks blanked: a line break, then spaces (positions kept)."""
+    for a, b in spans:
+        text = text[:a] + "\n" + " " * (b - a - 1) + text[b:]
+    return _FENCE_MARK.sub(lambda m: "\n" + " " * (len(m.group(0)) - 1), text) if "```" in text else text
 
 
-_FENCE_MARK = re.compile(r"```[a-zA-Z]*")
+_PADDING = re.compile(r"\n {7,}")
+_FENCE_MARK = re.compile(r"```[\w+.-]*")
 
 
 # -- labelled lines -------------------------------------------------------------
@@ -435,6 +567,13 @@ _ANY_LABEL = re.compile(
 _HEADING = re.compile(r"^\s*(?:#+\s*|\*\*|__)(?P<label>[A-Za-z][A-Za-z0-9 _'/()-]{0,48}?)\s*(?:\*\*|__)?:?\s*$")
 _QUALIFIER = r"(?:(?:my|our|the|your|final|revised|updated|new|proposed|chosen|overall|corrected|current)\s+)*"
 _TAG = re.compile(r"<(?P<tag>[A-Za-z_][\w-]{0,40})>\s*(?P<value>.*?)\s*</(?P=tag)>", re.DOTALL)
+
+
+_NOT_MINE = re.compile(
+    r"\b(?:their|his|her|opponent'?s?|other|partner'?s?|agent \w+'?s?|player \w+'?s?|last|previous|prior|"
+    r"initial|earlier|original)\W+(?:\w+\W+)?$",
+    re.IGNORECASE,
+)
 
 
 def label_key(label: str) -> str:
@@ -458,11 +597,14 @@ def _label_re_of(aliases: tuple[str, ...]) -> re.Pattern:
     )
 
 
-def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, str]:
-    """The value each field's last label gives: ``Label: value`` anywhere in a line,
+def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, Any]:
+    """The value each field's labels give: ``Label: value`` anywhere in a line,
     headings over their value, and tags (``<vote>B</vote>``).
 
-    In a cut reply the last line (which may be cut) is not read.
+    A field labelled twice with different values takes the last only where the reply
+    revises explicitly (a "Final", "Revised" label, or "on reflection", "actually"
+    between them); else it gets both, as :class:`Twice`, and no value stands. In a cut
+    reply the last line (which may be cut) is not read.
     """
     rp = _reader_plan(schema)
     by_alias = rp.by_alias
@@ -471,6 +613,7 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
         name = by_alias.get(label_key(m.group("tag")))
         if name is not None and (not truncated or m.end() < len(text)):
             found.append((m.start(), name, clean(m.group("value"))))
+    original = text
     text = _TAG.sub(lambda m: "\n", text)
     lines = text.split("\n")
     if truncated:  # the last line may be cut, unless it visibly ended
@@ -481,7 +624,8 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
     pattern = rp.pattern
     offset = 0
     for k, line in enumerate(lines):
-        marks = list(pattern.finditer(line))
+        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's.
+        marks = [m for m in pattern.finditer(line) if not _NOT_MINE.search(line, 0, m.start())]
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
             value = clean(line[m.end() : end].strip().rstrip(",;"))
@@ -494,10 +638,20 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
                 if tail is not None and not (truncated and k + 1 + len(tail) >= len(lines)):
                     found.append((offset, name, " ".join(tail)))
         offset += len(line) + 1
-    out: dict[str, str] = {}
-    for _, name, value in sorted(found):
-        if value:
-            out[name] = value  # the last label of a field wins
+    out: dict[str, Any] = {}
+    since: dict[str, int] = {}  # where the field's value last changed
+    for at, name, value in sorted(found):
+        if not value:
+            continue
+        before = out.get(name)
+        if before is None or before == value:
+            out[name] = value
+        elif _REVISED.search(original, since[name], at + 40):
+            out[name] = value  # an explicit revision: the last label wins
+        else:
+            out[name] = Twice((*before, value) if isinstance(before, Twice) else (before, value))
+        if before != value:
+            since[name] = at
     return out
 
 
@@ -532,11 +686,12 @@ _NARRATIVE = re.compile(r"\b(?:the (?:panel|group|discussion|committee)|members|
                         r"debated|whether)\b", re.IGNORECASE)
 
 
-def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | None:
+def _prose_body(text: str, pattern: re.Pattern, instruction: str = "", given: Sequence[str] = ()) -> str | None:
     """The reply as one text field's value: prose that states a position, without labelled lines.
 
-    Not a refusal, an echo of the instructions, a question, a hedge ("not sure"),
-    or a narrative about the group with no position of the speaker's own.
+    Not a refusal, an echo of the instructions, a paraphrase mostly made of what the model
+    was given (half its words or more in runs the prompt holds), a question, a hedge ("not
+    sure"), or a narrative about the group with no position of the speaker's own.
     """
     lines = [ln for ln in text.split("\n") if not pattern.search(ln) and not _HEADING.match(ln)]
     body = clean("\n".join(lines).strip())
@@ -546,6 +701,8 @@ def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | 
         return None
     if prose.echoes(body, instruction) or len(re.findall(r"[A-Za-z]{2,}", body)) < 2:
         return None  # the instructions again, or no words at all
+    if given and repeated_share(body, given) >= 0.5:
+        return None  # the prompt again, in pieces
     if _STALL.search(body) and len(body.split()) <= 12:
         return None  # "Hmm, let me think about that."
     if _NARRATIVE.search(body) and not re.search(r"\b(?:i|my|we|our)\b", body, re.IGNORECASE):
@@ -554,7 +711,21 @@ def _prose_body(text: str, pattern: re.Pattern, instruction: str = "") -> str | 
 
 
 def reask_prompt(reading: Reading, schema: type) -> str:
-    """The follow-up message that re-asks an unreadable reply: what was wrong, and the JSON wanted."""
+    """The follow-up message that re-asks an unreadable reply: what was wrong, and the JSON wanted.
+
+    A reply that gave some required fields cleanly (:attr:`Reading.partial`) is asked for
+    the missing ones only, by name; their answers join the fields it gave (see ``known``
+    in :func:`read_reply`).
+    """
+    missing = tuple(fl.field for fl in reading.flags)
+    if reading.partial and missing:
+        given = ", ".join(name for name, _ in reading.partial if name not in missing)
+        whys = "; ".join(f"{fl.field}: {fl.why}" for fl in reading.flags)
+        return (
+            f"Your reply gave {given}, but not {', '.join(missing)} ({whys}). Reply again with only the "
+            f"missing {'field' if len(missing) == 1 else 'fields'} as this JSON object and nothing else: "
+            f"{json_example(schema, missing)}"
+        )
     if reading.truncated:
         problem = "Your reply was cut off at the length limit before it was complete."
     else:

@@ -108,6 +108,10 @@ class Kind:
         """Read the field from a whole prose reply (kinds with ``prose``; see :mod:`simcore.prose`)."""
         return None, "not stated"
 
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        """Spans of ``text`` that list several answers of this kind (see :func:`simcore.prose.list_spans`)."""
+        return []
+
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         """The answer a reasoning commits to, if it commits to exactly one (else None).
 
@@ -226,18 +230,28 @@ class Choice(Kind):
         value, err = self.from_prose(text, allowed, truncated, first_person=True)
         return None if err else value
 
+    def _any(self) -> str:
+        return _any_action(self.options)
+
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, self._any())
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
                    first_person: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text))
         loud: set[str] = set()
         said: set[str] = set()
         binary = len(self.options) == 2
+        answer = re.compile(rf"(?<![\w-])(?:{self._any()})(?![\w-])", re.I)
         for clause in prose.clauses(text):
             if not clause.counts or (first_person and not clause.first_person):
                 continue
             c = clause.text
+            # The speaker's own move: in the first person, recommended, or the move standing alone.
+            stated = clause.states(answer)
             bare = re.sub(r"[\W_]+", " ", c).strip().lower()
             for o in self.options:
                 verb, ing, noun = self._forms(o)
@@ -251,6 +265,8 @@ class Choice(Kind):
                         continue  # a noun describes ("mutual cooperation pays"), it does not choose
                     if form == "ing" and not neg and not alone and not _DOING.search(c[: m.start()]):
                         continue  # "Cooperating got me exploited" is no move; "I'm defecting" is
+                    if not stated:
+                        continue  # a mention ("both cooperate 3", "you cooperate, they defect")
                     if neg:
                         if not binary:
                             continue
@@ -264,6 +280,16 @@ class Choice(Kind):
         return " or ".join(f'"{o}"' for o in self.options)
 
 
+@lru_cache(maxsize=64)
+def _any_action(options: tuple[str, ...]) -> str:
+    """A regex for any of the actions, as a verb or its "-ing" form."""
+    forms = []
+    for o in options:
+        base = o.lower()
+        forms += [re.escape(base), rf"{re.escape(base[:-1] if base.endswith('e') else base)}ing"]
+    return "|".join(forms)
+
+
 _DOING = re.compile(r"\b(?:am|'m|are|'re|be|keep|keeping|continue|start|stay|go on)\s+(?:\w+\s+)?$", re.I)
 _AFFIRM = (
     r"(?:choose|chose|choosing|pick|picking|select|selecting|vote(?:s|d)?(?: for)?|voting(?: for)?|go(?:ing)? with|"
@@ -271,6 +297,8 @@ _AFFIRM = (
     r"decision|preference|recommendation|proposal)(?: is| would be| goes to)?|answer is|i(?:'d| would) say|"
     r"final answer(?: is)?)"
 )
+_PREDICATE = (r"(?:is|isn't|was|wasn't|are|would|wouldn't|will|seems?|could|might|may|has|had|looks|sounds|does|"
+              r"doesn't|fails|ignores|violates|risks|puts|goes too)\b")
 _CHOSEN_AFTER = r"(?:is what i(?:'d| would)? ?(?:choose|pick|go with|vote for)|is my (?:choice|vote|pick|answer)|it is|gets my vote)"
 
 
@@ -371,11 +399,15 @@ class Option(Kind):
             return next(iter(syn)), None
         return None
 
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, self._key_re(self._table(allowed)), keys=True)
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, strict: bool = False) -> Result:
         table = self._table(allowed)
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text, allowed))
         keys = {k.lower(): k for k in table}
         kre = self._key_re(table)
         pre = "|".join(self.prefix)
@@ -384,11 +416,21 @@ class Option(Kind):
         rejected: set[str] = set()
         first_line = text.strip().split("\n", 1)[0]
         lead = self._read_value(first_line, table) if len(first_line) < 200 else None
-        if lead is not None and lead[1] is None:
+        # A first line that states an option ("B) Keep it", "Option B - because"), not one that
+        # says something about it ("Option A is too drastic").
+        said_of = re.match(rf"^\W*(?:(?:{pre})\s*)?[(\[]?(?:{kre})[)\]]?\s+{_PREDICATE}", first_line, re.I)
+        if lead is not None and lead[1] is None and not said_of:
             weak.add(lead[0])
-        affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kre})(?![\w'])", re.I)
-        after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kre})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
+        # A one-letter key is a capital here: "a" is an article ("I choose a different path").
+        kcs = "|".join(f"(?-i:{re.escape(k)})" if len(k) == 1 and k.isalpha() else re.escape(k)
+                       for k in sorted(table, key=len, reverse=True))
+        affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kcs})(?![\w'])", re.I)
+        after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kcs})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
         named = re.compile(rf"\b(?:{pre})\s*[:#]?\s*[(\[]?(?P<key>{kre})(?![\w'])", re.I)
+        texts = {key: r"\b" + r"\W+".join(map(re.escape, words)) + r"\b"
+                 for key, words in ((k, _lead_words(t)) for k, t in table.items()) if len(words) >= 2}
+        # An option named bare: its key (after a word that names it) or its own words, and nothing else.
+        answer = re.compile("|".join([named.pattern, *texts.values()]), re.I)
         for clause in prose.clauses(text):
             c = clause.text
             if not clause.counts:
@@ -398,16 +440,30 @@ class Option(Kind):
                 if clause.alone:
                     strong.add(keys[whole.strip("()[].! ").lower()])
                 continue
-            for pattern, tier in ((affirm, strong), (after, strong), (named, weak)):
+            for pattern, tier in ((affirm, strong), (after, strong)):
                 for m in pattern.finditer(c):
                     key = keys[m.group("key").lower()]
                     (rejected if prose.negated(c, m.start()) else tier).add(key)
-            for key, option_text in table.items():  # an option named by its own words
-                words = re.findall(r"\w+", option_text)
-                if len(words) < 2:
-                    continue
-                for m in re.finditer(r"\b" + r"\W+".join(map(re.escape, words)) + r"\b", c, re.IGNORECASE):
-                    (rejected if prose.negated(c, m.start()) else weak).add(key)
+            # A mere mention ("Option A is too drastic") is no choice; a committed or bare one is.
+            stated = clause.states(answer)
+            for m in named.finditer(c):
+                key = keys[m.group("key").lower()]
+                if prose.negated(c, m.start()):
+                    rejected.add(key)
+                elif stated:
+                    weak.add(key)
+            for key, pattern in texts.items():  # an option named by its own words
+                for m in re.finditer(pattern, c, re.IGNORECASE):
+                    if prose.negated(c, m.start()):
+                        rejected.add(key)
+                    elif stated:
+                        weak.add(key)
+        # A key given the words of another option ("D) Add more sessions", B's text) says neither.
+        for m in re.finditer(rf"(?<![\w'])(?P<key>{kcs})[)\].:]\s+(?P<rest>[^\n]{{0,80}})", text):
+            key = keys[m.group("key").lower()]
+            others = {k for k, t in table.items() if k != key and t and _starts_with(m.group("rest"), t)}
+            if others:
+                rejected |= others | {key}
         if strict:
             return _tiers(strong - rejected, what="option")
         return _tiers(strong - rejected, weak - rejected, what="option")
@@ -415,6 +471,14 @@ class Option(Kind):
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         value, err = self.from_prose(text, allowed, truncated, strict=True)
         return None if err else value
+
+
+def _lead_words(option_text: str) -> list[str]:
+    """The words of an option's text up to its first clause break, as prose names it in one clause
+    ("Keep the disclosure confidential" of "Keep the disclosure confidential and work on it")."""
+    words = re.findall(r"\w+", option_text)
+    first = re.findall(r"\w+", re.split(r"[,;:]|\b(?:and|but|or|so|because|then)\b", option_text, maxsplit=1)[0])
+    return first if len(first) >= 2 else words
 
 
 def _starts_with(text: str, option_text: str) -> bool:
@@ -509,14 +573,24 @@ class Likert(Kind):
         value, err = self.from_prose(text, allowed, truncated, first_person=True)
         return None if err else value
 
+    def _answer(self) -> re.Pattern:
+        """A rating as prose gives it: a label of the scale, or a score ("3", "3/4", "3 out of 4")."""
+        labels = "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True))
+        return _likert_answer(labels, len(self.scale))
+
+    def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
+        return prose.list_spans(text, "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True)))
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
                    first_person: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
+        text = prose.blank(text, self.lists(text))
         found: set[int] = set()
+        answer = self._answer()
         for clause in prose.clauses(text):
-            if not clause.counts or (first_person and not clause.first_person):
+            if not clause.counts or (first_person and not clause.first_person) or not clause.states(answer):
                 continue
             k, err = self._scan(clause.text, numbers="rated")
             if err:
@@ -524,6 +598,12 @@ class Likert(Kind):
             if k is not None:
                 found.add(k)
         return _tiers(found, what="rating")
+
+
+@lru_cache(maxsize=64)
+def _likert_answer(labels: str, n: int) -> re.Pattern:
+    return re.compile(rf"\b(?:{labels})\b|(?<![\w.])\d+(?:\s*(?:/|of|out of)\s*{n})?(?![\w.])|"
+                      r"\b(?:i |we )?(?:rate it|rating of|score of|give it|rating is|score is)\b", re.I)
 
 
 _AMOUNT_CUE = re.compile(
@@ -913,9 +993,10 @@ def json_schema(cls: type, allowed: tuple[tuple[str, tuple[str, ...]], ...] | No
 
 
 @lru_cache(maxsize=None)
-def json_example(cls: type) -> str:
-    """The reply's JSON shape as prompts show it, e.g. ``{"reasoning": str, "action": "COOPERATE" or "DEFECT"}``."""
-    return "{" + ", ".join(f'"{f.name}": {f.kind.example()}' for f in plan(cls)) + "}"
+def json_example(cls: type, only: tuple[str, ...] | None = None) -> str:
+    """The reply's JSON shape as prompts show it, e.g. ``{"reasoning": str, "action": "COOPERATE" or "DEFECT"}``
+    (``only``: these fields alone, in declaration order)."""
+    return "{" + ", ".join(f'"{f.name}": {f.kind.example()}' for f in plan(cls) if only is None or f.name in only) + "}"
 
 
 class CanonicalDict(dict):

@@ -817,7 +817,8 @@ def test_plain_completions_of_the_original_prompt_are_read_or_flagged(reply: str
 
     prompt = original_decision_prompt(opponent="B", strategy="Cooperate first, then copy the opponent.",
                                       pair_history=[(1, C, D)], round_games=[("A", "B", C, D)])
-    reading = read_reply(reply, DecisionReply, instruction=prompt)
+    # As the kernel reads it: the instruction, and the prompt as what the model was given.
+    reading = read_reply(reply, DecisionReply, instruction=prompt, given=(Message("user", prompt),))
     assert (reading.value.action if reading.readable else None) == move
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 from backends.base import LLMRequest, LLMResponse, Usage
 from simcore import LLMAgent, World
 from simcore.protocols import parallel
-from simcore.schema import choice, text
+from simcore.schema import choice, likert, text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,3 +99,55 @@ def test_reasks_are_part_of_the_turn_in_simulated_time():
     world, replies = run_turn(backend, reask=1, n=3)
     for reply in replies:
         assert reply.t_done > reply.attempts[0].t_done >= reply.attempts[0].t_asked == 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoRatings:
+    KIND: ClassVar[str] = "rating"
+    reasoning: str | None = text(required=False)
+    fairness: int = likert("fairness")
+    growth: int = likert("growth")
+
+
+def test_a_reply_missing_one_field_keeps_the_other_and_the_reask_asks_for_the_missing_one_only():
+    backend = Scripted([('{"reasoning": "Floors protect.", "fairness": "agree", "growth": "somewhat agree"}', "stop"),
+                        ('{"growth": "disagree"}', "stop")])
+    world = World(1, backend, scenario="test", reask=1)
+    agent = LLMAgent(world, "A0")
+    got = {}
+
+    def proc():
+        got["reply"] = yield agent.ask("Rate both.", schema=TwoRatings, phase="rating")
+
+    world.process(proc())
+    world.run()
+    first = got["reply"].attempts[0].reading
+    assert first.fields == {"reasoning": "Floors protect.", "fairness": 3} and first.kept_some
+    assert [(f.field, f.raw) for f in first.flags] == [("growth", "somewhat agree")]
+    ask = backend.requests[1].messages[-1].content
+    assert "gave reasoning, fairness, but not growth" in ask and ask.endswith('{"growth": label}')
+    assert "fairness\": label" not in ask
+    reply = got["reply"]
+    assert reply.value == TwoRatings(reasoning="Floors protect.", fairness=3, growth=2) and not reply.parse_error
+    q = world.parse_quality.to_dict()["rating"]
+    assert (q["replies"], q["json"], q["unreadable"], q["partial"], q["reasked"]) == (1, 1, 0, 0, 1)
+
+
+def test_an_echo_of_the_prompt_is_flagged_as_an_echo_and_counted_as_one():
+    prompt = ("You are playing one game of the prisoner's dilemma. Payoffs per game (you, opponent): "
+              "both cooperate 3, 3; both defect 1, 1. Reply with JSON: {\"action\": \"COOPERATE\" or \"DEFECT\"}")
+    backend = Scripted([("You are playing one game of the prisoner's dilemma. Payoffs per game (you, opponent): "
+                         "both cooperate 3,", "length")])
+    world = World(1, backend, scenario="test")
+    agent = LLMAgent(world, "A0")
+    got = {}
+
+    def proc():
+        got["reply"] = yield agent.ask(prompt, schema=Move, phase="decision")
+
+    world.process(proc())
+    world.run()
+    assert got["reply"].parse_error and got["reply"].reading.echo
+    q = world.parse_quality.to_dict()["decision"]
+    assert (q["unreadable"], q["echo"], q["partial"]) == (1, 1, 0)
+    assert "repeats what it was given" in world.trace.of_kind("llm.reply")[0].payload["why"]

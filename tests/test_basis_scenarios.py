@@ -76,5 +76,24 @@ def test_veil_with_no_readable_rating_says_the_shift_is_undefined_and_why():
     m, b = trial.results["metrics"], trial.results["basis"]
     assert m["likert_shift_mean"] is None and b["likert_shift_mean"]["n"] == 0
     text = scenario.summarize(trial.results)
-    assert "mean Likert shift: n/a (3 agents without a readable initial and final rating" in text
+    # Each rating item counts on its own (issue 33): 3 agents x 4 principles.
+    assert "mean Likert shift: n/a (12 ratings without a readable initial and final rating" in text
     assert "; ;" not in text
+
+
+def test_auction_keeps_the_option_of_an_assessment_whose_confidence_is_unreadable():
+    """Issue 33: a multi-field reply keeps the fields it gave cleanly; the bid, which needs both, abstains."""
+    fields = {"n_agents": 5, "n_vignettes": 1, "mechanism": "free_discussion"}
+    scenario = load_scenario("llm_auction")
+    config = scenario.config_type.from_mapping(fields)
+    text = '{"reasoning": "Autonomy first.", "principles": ["autonomy"], "option": "A", "confidence": "high"}'
+    backend = GarblingBackend(StubBackend(scenario.behaviour(config)),
+                              lambda m: m["agent"] == "A01" and m["phase"] == "assessment", text)
+    trial = asyncio.run(run_trial_async(scenario, config, 3, backend=backend))
+    assert trial.status == "ok", trial.error
+    row = next(r for r in trial.world.state["rows"] if r["agent"] == "A01")
+    assert (row["private_option"], row["private_confidence"]) == ("A", None)
+    assert row["private_correct"] == ("A" == trial.world.state["vignettes"][0]["consensus"])
+    assert [f["phase"] for f in trial.world.state["flagged"] if f["agent"] == "A01"] == ["assessment"]
+    assert trial.results["basis"]["private_accuracy"]["n"] == 5
+    assert trial.results["parse_quality"]["assessment"]["partial"] == 1

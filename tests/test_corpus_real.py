@@ -11,8 +11,6 @@ where the label has a value is a lost reading, counted and printed but allowed.
 
 from __future__ import annotations
 
-import pytest
-
 from simcore.schema import plan
 from tests.corpus import real
 
@@ -59,10 +57,6 @@ def test_compare_counts_misreads_and_lost_readings():
     assert real.compare(label, {}) == {"action": "lost", "option": "right", "rating": "right", "text": "lost"}
 
 
-# The lead removes this mark once the reader changes of issue 33 (echo guard, JSON that
-# is the reply's own, prose that needs a commitment, per-field readings) are merged:
-# with the readers of main it fails, which is what the corpus is for.
-@pytest.mark.xfail(strict=False, reason="issue 33: the readers of main misread echoes; see tests/corpus/README.md")
 def test_no_real_reply_is_misread():
     table, misreads = real.tally(RECORDS)
     print(real.format_table(table))

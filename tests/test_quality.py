@@ -9,7 +9,7 @@ from simcore.quality import (
     unreadable_share,
     warnings,
 )
-from simcore.reading import Reading
+from simcore.reading import FieldFlag, Reading
 
 JSON, LABEL = Reading(object(), "json"), Reading(object(), "label")
 BAD, CUT_BAD = Reading(None, "unreadable", False, ("x",)), Reading(None, "unreadable", True, ("x",))
@@ -28,7 +28,8 @@ def test_each_turn_counts_once_under_its_final_reading():
     q.record("vote", SALVAGED)
     c = q.to_dict()["vote"]
     assert c == {"replies": 5, "json": 3, "label": 1, "prose": 0, "unreadable": 1, "truncated": 2,
-                 "salvaged": 1, "reasked": 2, "lowered": 0}
+                 "salvaged": 1, "reasked": 2, "lowered": 0,
+                 "echo": 0, "partial": 0}
     assert sum(c[k] for k in ("json", "label", "prose", "unreadable")) == c["replies"]
 
 
@@ -43,7 +44,22 @@ def test_budgets_lowered_to_fit_the_window_are_counted_and_said():
     assert c["lowered"] == 2 and c["replies"] == 1
     lines = summary_lines(q.to_dict())
     assert "every one read as JSON" not in " ".join(lines)
-    assert lines[1].endswith("0 re-asked, 2 with a budget lowered to fit the context window")
+    assert lines[1].endswith("0 re-asked; 0 echoes, 0 partial, 2 with a budget lowered to fit the context window")
+
+
+def test_echoes_and_partial_readings_are_counted_among_the_unreadable_by_their_last_attempt():
+    echo = Reading(None, "unreadable", False, ("repeats what it was given",), echo=True)
+    partial = Reading(None, "unreadable", False, ("b: missing",), (("a", 3),), (FieldFlag("b", "", "missing"),))
+    q = ParseQuality()
+    q.record("rating", echo)
+    q.record("rating", partial)
+    q.record("rating", echo)
+    q.record("rating", partial, (echo,))  # the re-ask of an echo gave one field of two
+    q.record("rating", JSON, (echo, partial))  # and the second re-ask the other
+    c = q.to_dict()["rating"]
+    assert (c["replies"], c["unreadable"], c["echo"], c["partial"], c["json"]) == (3, 2, 1, 1, 1)
+    assert partial.kept_some and not echo.kept_some and not JSON.kept_some
+    assert any("1 echoes, 1 partial" in line for line in summary_lines(q.to_dict()))
 
 
 def test_warning_above_two_percent_unreadable():

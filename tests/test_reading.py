@@ -41,7 +41,6 @@ class Vote:
     ('Sure! Here it is: {"action": "DEFECT", "extra": 1} Hope that helps.', "DEFECT", "json"),
     ("{'action': 'cooperate',}", "COOPERATE", "json"),
     ('{"decision": "DEFECT"}', "DEFECT", "json"),
-    ('{"response": {"action": "COOPERATE"}}', "COOPERATE", "json"),
     ("Reasoning: they defected twice.\nDecision: COOPERATE", "COOPERATE", "label"),
     ("**Final decision:** DEFECT", "DEFECT", "label"),
     ("## Action\nCOOPERATE\n", "COOPERATE", "label"),
@@ -50,7 +49,6 @@ class Vote:
     ("I won't defect this time. I cooperate.", "COOPERATE", "prose"),
     ("DEFECT, then maybe COOPERATE", "DEFECT", "prose"),  # the hedge is about later
     ('Draft: {"action": "DEFECT"}\nOn second thought: {"action": "COOPERATE"}', "COOPERATE", "json"),
-    ('{"decision": {"reasoning": "Enough.", "action": "DEFECT"}}', "DEFECT", "json"),
     ("<action>COOPERATE</action>", "COOPERATE", "label"),
     ("Initial inclination: DEFECT.\nAfter weighing the risk, Final decision: COOPERATE", "COOPERATE", "label"),
 ])
@@ -65,6 +63,12 @@ def test_reads_a_decision_from_every_form(reply, action, how):
     '{"action": "DEFECT"}\nDecision: COOPERATE', "[1, 2]", '{"reasoning": "I will cooperate"}',
     '{"reasoning": "I will cooperate because they are trustworthy.", "action": "DEFECT"}',
     '{"reasoning": "str", "action": "COOPERATE or DEFECT"}', "[Player 1]\nDecision: DEFECT\n[Player 2]\nDecision: C",
+    # Only the reply's own top-level object answers (issue 33): not one nested in another.
+    '{"response": {"action": "COOPERATE"}}', '{"decision": {"reasoning": "Enough.", "action": "DEFECT"}}',
+    '{"rounds": [{"round": 1, "action": "COOPERATE"}, {"round": 2, "action": "COOPERATE"}]}',
+    # A field given twice, differently: under two of its names, or one name twice.
+    '{"action": "COOPERATE", "decision": "DEFECT"}', '{"action": "COOPERATE", "action": "DEFECT"}',
+    '{"Action": "COOPERATE", "action": "DEFECT"}',
 ])
 def test_unclear_replies_are_unreadable_never_defaulted(reply):
     r = read_reply(reply, Move)
@@ -153,3 +157,151 @@ def test_json_replies_always_read_right(action, reasoning, fenced):
     body = json.dumps({"reasoning": reasoning, "action": action.lower()})
     reply = f"```json\n{body}\n```" if fenced else body
     assert read_reply(reply, Move).value.action == action
+
+
+# -- issue 33: what the model was given is never its answer ----------------------------------
+
+def _decision_request():
+    from backends.base import Message
+    from scenarios.acausal_cooperation.prompts import STRATEGY_SYSTEM, decision_prompt
+
+    prompt = decision_prompt(me="D", opponent="B", strategy="Cooperate first, then copy the opponent's last move.",
+                             powers=None, pair_history=[(1, "DEFECT", "DEFECT")],
+                             round_games=[("B", "D", "DEFECT", "DEFECT"), ("B", "C", "DEFECT", "DEFECT")])
+    return (Message("system", STRATEGY_SYSTEM), Message("user", prompt))
+
+
+@pytest.mark.parametrize("reply, finish", [
+    # Echoes of the decision prompt cut mid-table, read as COOPERATE before (4 of 60 real PD replies).
+    ("[INST]You are playing one game of the prisoner's dilemma as Agent D. Follow the strategy below. Your "
+     "strategy: <<SYS>> Payoffs per game (you, opponent): both cooperate 3, ", "length"),
+    ("You are playing one game of the prisoner's dilemma as Agent D. Follow the strategy below.\n\nYour strategy:\n"
+     "Cooperate first, then copy the opponent's last move.\n\nPayoffs per game (you, opponent): both cooperate 3, 3;",
+     "length"),
+    # Echoes of the game history, read as DEFECT before (2 of 60).
+    ("Agent B vs Agent D: DEFECT, DEFECT\nAgent B vs Agent C: DEFECT, DEFECT", "stop"),
+    # The instruction's JSON example, cut mid-object (salvaged as COOPERATE before) or whole.
+    ('Reply with JSON: {"action": "COOPERATE"', "length"),
+    ('{"action": "COOPERATE" or "DEFECT"}', "stop"),
+])
+def test_a_reply_that_only_repeats_its_prompt_is_an_echo(reply, finish):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish, given=_decision_request())
+    assert not r.readable and r.echo and "repeats what it was given" in r.errors[0]
+
+
+@pytest.mark.parametrize("reply, finish", [
+    # A history that names moves, with words of the model's own around it (SmolLM2, JSON mode off).
+    ("Game 1: Agent B vs Agent D: DEFECT, DEFECT / Agent B vs Agent C: DEFECT, DEFECT ...", "stop"),
+    ("Round 1: you DEFECT, they DEFECT. Round 2: you COOPERATE, they DEFECT.", "stop"),
+    ("Agent C: DEFECT", "stop"),
+    # An action nested in an invented object, beside a contradicting key (cut, "salvaged" before).
+    ('{"strategy": "COOPERATE", "move": {"action": "DEFECT", "reasoning": "They defected"', "length"),
+    # A JSON description of past games (cut).
+    ('Here is a JSON representation of your previous games: {"rounds": [{"action": "COOPERATE", "round": 1}, '
+     '{"action": ', "length"),
+    # Chat with a made-up history, read as DEFECT before (SmolLM2-135M-Instruct, tests/corpus/real, smollm2-off-006).
+    ("Games so far this round:\nAgent C vs Agent B, DEFECT\nYour previous games against this opponent:\n(none yet)\n"
+     "You can choose to play first among yourself in next rounds.\nThe current opponent is Agent A.", "stop"),
+    # Mentions and descriptions commit to nothing.
+    ("Both cooperate gives 3 each; both defect gives 1 each.", "stop"),
+    ("COOPERATE or DEFECT", "stop"),
+])
+def test_history_nested_json_and_mentions_are_no_move(reply, finish):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish, given=_decision_request())
+    assert not r.readable and r.value is None, r
+
+
+@pytest.mark.parametrize("reply, action", [
+    ("I will cooperate.", "COOPERATE"),
+    ("DEFECT", "DEFECT"),
+    ("Defect, because they defected last round.", "DEFECT"),
+    ("You should cooperate: they cooperated before.", "COOPERATE"),
+    ("My move: DEFECT.\n\nPayoffs per game (you, opponent): both cooperate 3, 3; you cooperate and they defect 0, 5",
+     "DEFECT"),
+    ("The history:\nAgent B vs Agent D: DEFECT, DEFECT\nAgent B vs Agent C: DEFECT, DEFECT\nSo I defect.", "DEFECT"),
+    ('{"action": "COOPERATE"}', "COOPERATE"),
+])
+def test_a_move_the_reply_commits_to_is_read_beside_an_echo(reply, action):
+    r = read_reply(reply, _decision_reply(), given=_decision_request())
+    assert r.readable and r.value.action == action and not r.echo
+
+
+def _decision_reply():
+    from scenarios.acausal_cooperation.prompts import DecisionReply
+
+    return DecisionReply
+
+
+def test_a_ballot_that_lists_the_options_is_no_vote():
+    """Issue 33: "A: Transfuse / B: Seek ..." was read as a vote for A."""
+    from backends.base import Message
+    from scenarios.llm_auction.experiment import Ballot, persona, vote_prompt
+    from scenarios.llm_auction.vignettes import VIGNETTES
+
+    v = next(v for v in VIGNETTES if v.id == "transfusion_refusal")
+    given = (Message("system", persona("A01", "neutral", 5)), Message("user", vote_prompt(v)))
+    allowed = {"option": {o.key: o.text for o in v.options}}
+    for reply in ("A: Transfuse\nB: Seek an emergency court order to transfuse", "A) Transfuse\nB) Seek a court order",
+                  "- A: transfuse anyway\n- B: court order\n- C: respect the refusal"):
+        r = read_reply(reply, Ballot, allowed=allowed, given=given)
+        assert not r.readable, reply
+    for reply, key in (("C", "C"), ("I vote for C: respect the refusal.", "C"),
+                       ("I vote for B: Seek an emergency court order to transfuse.", "B"),
+                       ("Options:\nA) Transfuse anyway\nB) Seek a court order\nC) Respect the refusal\n\nMy vote: C", "C")):
+        r = read_reply(reply, Ballot, allowed=allowed, given=given)
+        assert r.readable and r.value.option == key, reply
+
+
+def test_lists_and_bare_mentions_of_options_are_no_choice():
+    texts = {"A": "Keep it confidential.", "B": "Warn the ex-partner."}
+    assert not read_reply("Option A is too drastic.", Vote, allowed={"option": texts}).readable
+    assert not read_reply("A, B or C", Vote).readable
+    assert read_reply("Option B.", Vote, allowed={"option": texts}).value.option == "B"
+    assert read_reply("Warn the ex-partner.", Vote, allowed={"option": texts}).value.option == "B"
+
+
+def test_a_base_model_inventing_prompt_turns_answers_nothing():
+    """Gemma 3 270M, JSON mode off (tests/corpus/real, gemma-off-004): read as DEFECT before."""
+    reply = ('\n(none yet)\n\nCurrent opponent: Agent A\nReply with JSON: {"action": "DEFECT"}  [/INST]\n(none yet)\n\n'
+             'Current opponent: Agent C\nReply with JSON: {"action": "COOPERATE" or "DEFECT"}  [/INST]\n(none yet)\n\n'
+             'Current opponent: Agent D\nReply with JSON: {"action": "DEFECT"}  [/INST]')
+    r = read_reply(reply, _decision_reply(), finish_reason="length", given=_decision_request())
+    assert not r.readable and "invents a conversation" in r.errors[0]
+    # A JSON object written into the instruction is no answer, with or without the template's turns.
+    for reply in ('Reply with JSON: {"action": "DEFECT"}', 'Vote: DEFECT, reply with JSON:\n{"action": "DEFECT"}'):
+        assert not read_reply(reply, _decision_reply(), given=_decision_request()).readable, reply
+
+
+THERAPY = {"A": "Keep the disclosure confidential and work on it in therapy.",
+           "B": "Add more sessions and watch for escalation before acting.",
+           "C": "Take protective steps: warn the ex-partner and notify the police.",
+           "D": "End the therapeutic relationship and refer him elsewhere."}
+
+
+@pytest.mark.parametrize("reply", [
+    # A key with another option's words (SmolLM2-135M-Instruct, tests/corpus/real, smollm2-off-012 and -013).
+    "The answer should be D) Add more sessions and watch for escalation before acting.",
+    "Option B:\nTherapist should keep the disclosure confidential and work on it in therapy.",
+    # "a" is an article, not option A (smollm2-off-010 was read as A before).
+    "This answer requires a different response as it is not what I'd choose.",
+])
+def test_an_option_named_by_another_options_words_or_an_article_is_no_vote(reply):
+    assert not read_reply(reply, Vote, allowed={"option": THERAPY}).readable
+
+
+def test_an_option_is_named_by_the_first_clause_of_its_text():
+    r = read_reply("The therapist should keep the disclosure confidential, and nothing more.", Vote,
+                   allowed={"option": THERAPY})
+    assert r.value.option == "A" and r.how == "prose"
+
+
+def test_a_field_labelled_twice_differently_is_unreadable_unless_the_reply_revises():
+    # Qwen2.5-Coder-0.5B, veil turn, JSON mode off (tests/corpus/real, qwen-off-028): "Principle: 1" then
+    # "Principle: 4" with no revision between them.
+    assert not read_reply("**Decision: COOPERATE**\nWe weigh it again.\n**Decision: DEFECT**", Move).readable
+    r = read_reply("Decision: COOPERATE\nOn reflection, they cannot be trusted.\nDecision: DEFECT", Move)
+    assert r.value.action == "DEFECT"
+    assert read_reply("Decision: DEFECT\nDecision: DEFECT", Move).value.action == "DEFECT"
+    # Labels of another's or an earlier answer are not the reply's own.
+    r = read_reply("Their last move: DEFECT\nInitial decision: DEFECT\nMy decision: COOPERATE", Move)
+    assert r.value.action == "COOPERATE" and r.how == "label"

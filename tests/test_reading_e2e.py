@@ -111,6 +111,7 @@ def check_veil(trial: Any) -> list[dict[str, Any]]:
     for e, entry in seen:
         scores = ratings["initial" if e.fields["phase"] == "rating_initial" else "final"][e.agent]
         got = [scores[k] for k in KEYS]
+        # Each item on its own: an expectation with nulls keeps the items that read cleanly (issue 33).
         assert got == ([None] * 4 if entry["expect"] == "unreadable" else entry["expect"]), entry["id"]
     turns = served(trial, "deliberation")
     for e, entry in turns:

@@ -80,11 +80,13 @@ def no_figure_rests_on_a_flagged_reply(name: str, trial) -> None:
     else:
         shift = results["likert"]["shift"]
         for agent, scores in results["likert"]["initial"].items():
-            if None in scores.values():
-                assert all(v is None for v in shift[agent].values())
+            for k, v in scores.items():  # each rating item on its own
+                if v is None or results["likert"]["final"][agent][k] is None:
+                    assert shift[agent][k] is None
     quality = results["parse_quality"]
     assert sum(c["json"] + c["label"] + c["prose"] + c["unreadable"] for c in quality.values()) == sum(
         c["replies"] for c in quality.values())
+    assert all(c["echo"] + c["partial"] <= c["unreadable"] for c in quality.values())
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma"])

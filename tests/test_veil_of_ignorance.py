@@ -735,3 +735,30 @@ def test_a_bad_template_file_is_one_line(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(ConfigError, match=r"^personality_templates: .*" + message.replace("[", r"\[")):
         cfg(personality_templates=str(path))
+
+
+def test_a_rating_reply_with_one_unreadable_item_keeps_the_other_three():
+    """Issue 33: nine of ten real rating replies lost all four items for one bad one."""
+    from tests.helpers import GarblingBackend
+
+    config = cfg(n_agents=3, max_rounds=1)
+    bad = ('{"reasoning": "A floor protects the worst off.", "maximize_minimum": "agree", '
+           '"maximize_average": "somewhat agree", "floor_constraint": "strongly agree", "range_constraint": "disagree"}')
+    backend = GarblingBackend(StubBackend(make_behaviour(config)),
+                              lambda m: m["agent"] == "Agent_1" and m["phase"] == "rating_initial", bad)
+    t = asyncio.run(run_trial_async(SCENARIO, config, 3, backend=backend))
+    assert t.status == "ok", t.error
+    initial = t.results["likert"]["initial"]
+    assert initial["Agent_1"] == {"maximize_minimum": 3, "maximize_average": None, "floor_constraint": 4,
+                                  "range_constraint": 2}
+    b = t.results["basis"]
+    assert b["likert_initial_maximize_average"]["n"] == 2 and b["likert_initial_maximize_minimum"]["n"] == 3
+    assert b["likert_shift_maximize_average"]["n"] == 2 and b["likert_shift_floor_constraint"]["n"] == 3
+    assert b["likert_shift_mean"] == {"n": 11, "of": 12, "unit": "ratings",
+                                      "reason": "1 rating without a readable initial and final rating"}
+    m = t.results["metrics"]
+    assert m["likert_initial_maximize_minimum"] == pytest.approx(np.mean([initial[n]["maximize_minimum"] for n in initial]))
+    log = t.world.state["log"]["Agent_1"]["round_0"]
+    assert log["parse_error"] and log["reasoning"] == "A floor protects the worst off."
+    assert log["unread_fields"] == {"maximize_average": {"raw": "somewhat agree", "why": "'somewhat agree': is not on the scale"}}
+    assert t.results["parse_quality"]["rating"]["partial"] == 1

@@ -287,12 +287,17 @@ def vignette(world: World, cfg: AuctionConfig, agents: list[LLMAgent], index: in
     def read_view(name: str, reply: Reply) -> tuple[str, float] | None:
         if name not in views:
             a = reply.value
-            views[name] = None if a is None else (a.option, float(a.confidence))
+            views[name] = None if a is None else (a.option, float(a.confidence))  # a bid needs both
             row = rows[name]
             row["parse_errors"] += flag_unreadable(world, v, reply, "assessment", handling)
-            if a is not None:
-                row["private_option"], row["private_confidence"] = views[name]
-                row["private_correct"] = a.option == v.consensus
+            # Each field read cleanly is recorded, also from a reply flagged for another one.
+            kept = reply.reading.fields if a is None and reply.reading is not None else {}
+            option = a.option if a is not None else kept.get("option")
+            confidence = a.confidence if a is not None else kept.get("confidence")
+            if option is not None:
+                row["private_option"], row["private_correct"] = option, option == v.consensus
+            if confidence is not None:
+                row["private_confidence"] = float(confidence)
         return views[name]
 
     auction = None

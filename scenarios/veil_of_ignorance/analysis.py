@@ -16,9 +16,9 @@ Metrics (``results["metrics"]``, one scalar each, the batch runner's columns):
   that stayed unreadable), ``n_agents``, ``deliberation_time`` and ``sim_time_end``
   (simulated seconds).
 
-Every figure rests on readable replies only: an agent whose rating reply was
-unreadable has no ratings there (its shift is undefined), and an unreadable turn
-abstains. ``basis`` says, per metric, how many agents or turns it rests on (see
+Every figure rests on readable replies only: each rating item counts on its own
+(a reply with one unreadable item keeps the other three; the unreadable one, and a
+shift that needs it, is undefined), and an unreadable turn abstains. ``basis`` says, per metric, how many agents or turns it rests on (see
 :mod:`simcore.basis`); a figure with none is None, and the summary says why.
 
 Per-agent detail (Likert shift per principle per agent, choices per round,
@@ -124,15 +124,17 @@ def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
         deliberation_time=st.get("t_deliberation"),
         sim_time_end=world.now,
     )
-    rated = lambda ratings: sum(1 for n in names if n in ratings and None not in ratings[n].values())  # noqa: E731
-    both = sum(1 for n in names if None not in shift[n].values())
-    unit = "agents"
-    bases = {"likert_shift_mean": basis(both, len(names), unit, _why(len(names) - both, "rating replies"))}
+    # Each rating counts on its own: a reply with one unreadable item keeps the other three.
+    rated = lambda ratings, k: sum(1 for n in names if ratings.get(n, {}).get(k) is not None)  # noqa: E731
+    pairs = sum(1 for n in names for k in KEYS if shift[n][k] is not None)
+    bases = {"likert_shift_mean": basis(pairs, len(names) * len(KEYS), "ratings",
+                                        _why(len(names) * len(KEYS) - pairs, "ratings"))}
     bases["likert_abs_shift_mean"] = bases["likert_shift_mean"]
     for k in KEYS:
-        bases[f"likert_shift_{k}"] = bases["likert_shift_mean"]
-        bases[f"likert_initial_{k}"] = basis(rated(initial), len(names), unit)
-        bases[f"likert_final_{k}"] = basis(rated(final), len(names), unit)
+        both = sum(1 for n in names if shift[n][k] is not None)
+        bases[f"likert_shift_{k}"] = basis(both, len(names), "agents", _why(len(names) - both, "agents"))
+        bases[f"likert_initial_{k}"] = basis(rated(initial, k), len(names), "agents")
+        bases[f"likert_final_{k}"] = basis(rated(final, k), len(names), "agents")
     for key, index in (("agreement_first_round", 0), ("agreement_last_round", -1),
                        ("principle_agreement_last_round", -1)):
         if per_round:
@@ -151,7 +153,7 @@ def analyze(world: World, cfg: VeilConfig) -> dict[str, Any]:
 
 
 def _why(missing: int, what: str) -> str | None:
-    return f"{missing} agents without a readable initial and final rating (unreadable {what})" if missing else None
+    return f"{missing} {what if missing > 1 else what[:-1]} without a readable initial and final rating" if missing else None
 
 
 def veil_record(cfg: VeilConfig, names: list[str], outcome: Any) -> dict[str, Any]:
@@ -196,7 +198,7 @@ def summarize(results: dict[str, Any]) -> str:
         shifts = ", ".join(f"{k} {m[f'likert_shift_{k}']:+.2f}" for k in KEYS)
         partial = b.get("likert_shift_mean") or {}
         if partial.get("n", 0) < partial.get("of", 0):
-            shifts += f" ({partial['n']} of {partial['of']} agents readable)"
+            shifts += f" ({partial['n']} of {partial['of']} ratings readable)"
     lines.append(f"  mean Likert shift: {shifts}; unreadable replies {m['parse_errors']}")
     return "\n".join(lines)
 

@@ -435,8 +435,10 @@ def _call_record(cfg: VeilConfig, agent: LLMAgent, prompt: str, reply: Reply) ->
     if opts.include_times:
         out["t_asked"], out["t_done"] = reply.t_asked, reply.t_done
     if reply.parse_error:
-        # Flagged replies keep their raw text whatever the logging options say.
+        # Flagged replies keep their raw text whatever the logging options say, and each field not read its own.
         out.update(parse_error=True, raw_output=reply.text, why=reply.reading.describe())
+        if reply.reading.kept_some:
+            out["unread_fields"] = {f.field: {"raw": f.raw, "why": f.why} for f in reply.reading.flags}
     if reply.reading is not None and reply.reading.how != "json":
         out["read"] = reply.reading.how
     if reply.attempts:
@@ -458,13 +460,14 @@ def rate(
     out = {}
     for a, reply in zip(agents, replies):
         v: Ratings | None = reply.value
-        # An unreadable rating reply rates nothing: every score of it stays None.
-        scores = dict.fromkeys(KEYS) if v is None else v.scores()
+        # A rating that could not be read is None; the others of the same reply stand.
+        kept = reply.reading.fields if v is None and reply.reading is not None else {}
+        scores = v.scores() if v is not None else {k: kept.get(k) for k in KEYS}
         out[a.name] = scores
         world.emit("rating", a.name, {"scores": scores}, phase=phase)
         world.state["log"][a.name]["round_0" if phase == "rating_initial" else "final"] = {
             "likert": {k: {"score": s, "label": LIKERT[s - 1] if s else None} for k, s in scores.items()},
-            "reasoning": "" if v is None else v.reasoning,
+            "reasoning": (v.reasoning if v is not None else kept.get("reasoning")) or "",
             **_call_record(cfg, a, prompts[a.name], reply),
         }
     return out
@@ -491,8 +494,9 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
                                 trim=views_trim(agent, cfg, lambda m, h: turn_prompt(cfg, r, m, h)))
         turn: Turn | None = reply.value
         choice = None if turn is None else turn.choice()
-        # An unparsable reply is still what the agent said in public.
-        message = (reply.text if turn is None else turn.message).strip()
+        # An unparsable reply is still what the agent said in public: its message field where that was read.
+        kept = reply.reading.fields if turn is None and reply.reading is not None else {}
+        message = (turn.message if turn is not None else kept.get("message") or reply.text).strip()
         if message:
             agent.say(message, phase="deliberation", round=r)
         choices[agent.name] = choice
@@ -508,7 +512,9 @@ def deliberation_round(world: World, agents: list[LLMAgent], cfg: VeilConfig, r:
                 "principle": turn.principle, "constraint_amount": turn.constraint_amount
             },
             # An unreadable turn abstains (no choice); its raw text is still what it said in public.
-            handling=None if turn is not None else "abstains this round; raw reply posted as its message",
+            handling=None if turn is not None else (
+                "abstains this round; " + ("its message field" if kept.get("message") else "raw reply")
+                + " posted as its message"),
             **_call_record(cfg, agent, prompt, reply),
         )
     return choices

@@ -190,20 +190,19 @@ def schema_of(rec: Mapping[str, Any]) -> type:
 
 def read(rec: Mapping[str, Any]) -> Reading:
     """Read a record's reply as the kernel read it (see ``World._deliver``)."""
+    from backends.base import Message
+
+    given = tuple(Message(m["role"], m["content"]) for m in rec["messages"])
     return read_reply(rec["reply"], schema_of(rec), finish_reason=rec["finish_reason"], allowed=rec["allowed"],
-                      instruction=rec["instruction"])
+                      instruction=rec["instruction"], given=given)
 
 
 def values(reading: Reading | None, names: list[str]) -> dict[str, Any]:
     """Each field's value in ``reading``; None for a field the reader left unread (flagged).
 
-    A reading with a value gives all fields; one without gives those in a
-    ``fields`` mapping it may carry (a multi-field reply that kept its clean fields).
+    A flagged multi-field reply gives the fields it kept (:attr:`Reading.fields`).
     """
-    if reading is not None and reading.value is not None:
-        return {n: getattr(reading.value, n, None) for n in names}
-    kept = getattr(reading, "fields", None)
-    kept = kept if isinstance(kept, Mapping) else {}
+    kept = {} if reading is None else reading.fields
     return {n: kept.get(n) for n in names}
 
 
