@@ -185,12 +185,18 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
-    keyed = [o for o in objects if _keyed(o, rp.names)]
+    own = [i for i, o in enumerate(objects) if _keyed(o, rp.names)]
+    blocks = {id(objects[i]): text[spans[i][0] : spans[i][1]] for i in own} if len(spans) == len(objects) else {}
+    keyed = [objects[i] for i in own]
     keyed, clash = _resolve(keyed, text, spans if len(keyed) == len(objects) else [], fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
     labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
-    by_norm = [_normed(obj) for obj in keyed]
+    # (Only an object with nested values or a cut one can hide a second answer: the stub's flat
+    # JSON skips the scan.)
+    by_norm = [_with_deeper(_normed(obj), blocks.get(id(obj), ""), fields)
+               if truncated or any(isinstance(v, (dict, list)) for v in obj.values()) else _normed(obj)
+               for obj in keyed]
     earlier = dict(known.partial) if known is not None else {}
     values: dict[str, Any] = {}
     errors: list[str] = []
@@ -511,6 +517,29 @@ def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
         for k, v in obj.items():
             _put(out, norm(k), v)
     return out
+
+
+def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, ...]) -> dict[str, Any]:
+    """``by_norm`` with each fixed answer it gives joined by the same key's values anywhere in the
+    object's text ``block``, nested or cut (``{"action": "COOPERATE", "previous": [{"action":
+    "DEFECT"``): an object that names two answers for one field commits to neither."""
+    pairs = [(norm(json.loads(f'"{k}"')), v) for k, v in _PAIR.findall(block)]
+    out = by_norm
+    for f in fields:
+        if isinstance(f.kind, (Text, TextList)):
+            continue
+        top = next((a for a in f.aliases if by_norm.get(a) is not None), None)
+        if top is None:
+            continue
+        given = [json.loads(v) for k, v in pairs if k in f.aliases]
+        if len({json.dumps(v) for v in given}) > 1:
+            out = dict(out) if out is by_norm else out
+            out[top] = Twice(given)
+    return out
+
+
+# A key and a plain value in JSON text (escaped quotes inside strings never start one).
+_PAIR = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:\s*("(?:[^"\\\n]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false)')
 
 
 def _lookup(by_norm: Mapping[str, Any], f: FieldPlan) -> list[Any]:

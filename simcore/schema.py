@@ -242,6 +242,8 @@ class Choice(Kind):
         if prose.torn(text):
             return None, "says it cannot choose"
         text = prose.blank(text, self.lists(text))
+        if self._per_opponent(text):
+            return None, "names a move for each of several opponents"
         loud: set[str] = set()
         said: set[str] = set()
         binary = len(self.options) == 2
@@ -275,6 +277,20 @@ class Choice(Kind):
                     if m.group(0).isupper():
                         loud.add(o)
         return _tiers(loud, said, what="action")
+
+    def _per_opponent(self, text: str) -> bool:
+        """Whether a sentence gives different actions towards different agents ("cooperate with B
+        and defect with A"): a plan over opponents, or a textbook example, is no one move."""
+        aimed = re.compile(rf"(?<![\w-])({self._any()})\s+(?:with|against|towards?)\s+(?:agent\s+|player\s+)?(\w+)", re.I)
+        for sentence in prose.sentences(text):
+            moves = {}
+            for m in aimed.finditer(sentence):
+                word = m.group(1).lower()
+                move = next(o for o in self.options if re.fullmatch("|".join(self._forms(o)[:2]), word))
+                moves.setdefault(move, set()).add(m.group(2).lower())
+            if len(moves) > 1 and len(set().union(*moves.values())) > 1:
+                return True
+        return False
 
     def example(self) -> str:
         return " or ".join(f'"{o}"' for o in self.options)

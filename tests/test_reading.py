@@ -202,6 +202,16 @@ def test_a_reply_that_only_repeats_its_prompt_is_an_echo(reply, finish):
     # Chat with a made-up history, read as DEFECT before (SmolLM2-135M-Instruct, tests/corpus/real, smollm2-off-006).
     ("Games so far this round:\nAgent C vs Agent B, DEFECT\nYour previous games against this opponent:\n(none yet)\n"
      "You can choose to play first among yourself in next rounds.\nThe current opponent is Agent A.", "stop"),
+    # From the rerun of issue 33's command (SmolLM2-135M-Instruct, JSON mode off, 2026-11-26), read as
+    # COOPERATE before: a textbook example's moves per player, cut ...
+    ("In this game, the payoffs are calculated based on the prisoner's dilemma model. The optimal strategy is "
+     "to cooperate with B and defect with A, as this ", "length"),
+    ("I will cooperate with B and defect with A.", "stop"),
+    # ... and a JSON "current position" that names a move at the top and another inside, cut.
+    ('In this round, I will give you a JSON file containing the current position of the two players:\n```json\n'
+     '{\n    "action": "COOPERATE",\n    "winner": {"player1_id": 238794605},\n    "previous_position": [\n'
+     '        {\n            "game_id": 1,\n            "action" : "DEFECT",\n            "winner" : "COOP', "length"),
+    ('{"action": "DEFECT", "history": [{"round": 1, "action": "COOPERATE"}]}', "stop"),
     # Mentions and descriptions commit to nothing.
     ("Both cooperate gives 3 each; both defect gives 1 each.", "stop"),
     ("COOPERATE or DEFECT", "stop"),
@@ -220,6 +230,9 @@ def test_history_nested_json_and_mentions_are_no_move(reply, finish):
      "DEFECT"),
     ("The history:\nAgent B vs Agent D: DEFECT, DEFECT\nAgent B vs Agent C: DEFECT, DEFECT\nSo I defect.", "DEFECT"),
     ('{"action": "COOPERATE"}', "COOPERATE"),
+    ("I cooperate with Agent B.", "COOPERATE"),
+    ('{"action": "DEFECT", "history": [{"round": 1, "action": "DEFECT"}]}', "DEFECT"),
+    ('{"reasoning": "B wrote \\"action\\": \\"COOPERATE\\"", "action": "DEFECT", "notes": []}', "DEFECT"),
 ])
 def test_a_move_the_reply_commits_to_is_read_beside_an_echo(reply, action):
     r = read_reply(reply, _decision_reply(), given=_decision_request())
