@@ -7,7 +7,9 @@
   it is free and encodes their missing texts together, so the trials of a Monte
   Carlo, whose analyses run in worker threads (see :mod:`simcore.runner`), are
   encoded in large batches while the event loop goes on with LLM calls.
-  :func:`preload` starts loading the model in the background.
+  :func:`preload` starts loading the model in the background. A sweep's worker
+  processes may instead share the sweep's one encoder (:func:`use_remote`, see
+  :mod:`simcore.encoder_service`): they then load no model and import no torch.
 - **Caches.** A process-wide dict, then the persistent cache of
   :mod:`simcore.embed_cache` (shared by processes, pool workers and later runs),
   both keyed by the sha256 of the text; the disk cache also by model and engine,
