@@ -349,15 +349,12 @@ def _init_worker(threads: int, environ: dict[str, str] | None = None, path: list
         os.environ.update(environ)
     if path is not None:
         sys.path[:] = path
-    # Several workers on few cores: keep each one's numeric libraries (BLAS, and the
-    # CPU encoder's threads, which follow BLAS's) from starting a thread per core.
+    # Several workers on few cores: keep the numeric libraries a worker loads from now
+    # on from starting a thread per core. (Lowering the BLAS that numpy already loaded
+    # as well, with threadpoolctl, made one worker 10x slower here: measured, left out.)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, str(threads))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if "numpy" in sys.modules:  # loaded already (the fork server's preload): its BLAS read no variable
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=threads, user_api="blas")
 
 
 # What the fork server imports once for every worker: the worker's own modules and
