@@ -1,29 +1,29 @@
-"""Batch-runner throughput and overhead on a stub sweep of context corrosion.
+"""Sweep throughput against the machine's: a stub sweep of context corrosion at 1, 2, 4, 8, 16 workers.
 
-Runs, side by side in one process, the same trials (default: 500 seeds x the
-biased/unbiased counterfactual = 1,000 trials, default config, metrics on):
+Measures, in one run:
 
-1. bare: ``run_trial`` + ``write_run`` in a plain loop (no batch runner);
-2. the batch runner, ``--executor serial`` (same process, one trial at a time);
-3. the batch runner, ``--executor local --workers 1`` and ``--workers 2``;
-4. optionally (``--dask``) a Dask LocalCluster with 2 workers.
+1. **independent processes**: the stub trials ``benchmarks/bench_call_cost.py``
+   times (context corrosion, no metrics) in 1 process, then in W processes
+   released at once for each worker count W: the speed-up W processes that share
+   nothing reach on this machine, the ceiling for a sweep;
+2. **the sweep** (``--executor local``, metrics on, the CPU encoder, empty
+   embedding caches: a new ``SIMCORE_EMBED_CACHE`` per run) at each worker count,
+   its speed-up over 1 worker, and that speed-up as a share of the independent
+   processes' at the same count; with each run's pace record (``summary.json``
+   ``timing.pace``): the parent's work per trial, the workers' start-up and idle share;
+3. on a machine where torch sees a GPU, the same sweeps with the default device
+   (``auto``: the GPU, one shared encoder in the sweep's process) beside
+   ``--device cpu``; with ``--shared``, also the CPU encoder shared the same way.
 
-It reports trials/s for each, and the runner's overhead per trial: (serial batch
-wall time - bare wall time) / trials, i.e. planning and validation, the ledger
-(one fsynced append per trial), the results tables, the summary and the plot.
+Worker counts above this machine's cores, and the GPU rows on a machine without a
+GPU, are not run: the output lists them under ``not_measured`` with the reason.
+Every results table must be the same (every metric column) across all runs;
+the output says whether it was. Load averages are recorded before and after
+every run: figures taken on a busy machine say little.
 
-Every run starts with empty embedding caches, in memory and on disk (a new
-``SIMCORE_EMBED_CACHE`` directory per run, which pool workers share): texts
-repeat across trials, so a warm cache would make later runs look several times
-faster for a reason that has nothing to do with the runner.
-
-The context-corrosion metrics are whatever ``scenarios.context_corrosion``
-computes; the JSON records the metric names and whether the embedding metrics
-module (``scenarios/context_corrosion/metrics.py``) was present. Pass extra fixed
-config fields with ``--set FIELD=VALUE`` (e.g. a switch that turns metrics on).
-
-    python benchmarks/bench_batch.py                 # writes benchmarks/results/bench_batch.json
-    python benchmarks/bench_batch.py --trials 50     # a quick run
+    python benchmarks/bench_batch.py                   # 400 seeds x 2 conditions = 800 trials
+    python benchmarks/bench_batch.py --trials 60 --workers 1,2
+    python benchmarks/bench_batch.py --overhead        # also: bare loop vs --executor serial
 """
 
 from __future__ import annotations
@@ -34,133 +34,227 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simcore.batch import plan_sweep, run_sweep  # noqa: E402
+from simcore.batch import VOLATILE_COLUMNS, plan_sweep, run_sweep  # noqa: E402
 from simcore.embed_cache import ENV  # noqa: E402
-from simcore.embeddings import clear_cache  # noqa: E402
+from simcore.embeddings import DEVICE_ENV, clear_cache, missing_gpu_packages  # noqa: E402
 from simcore.records import atomic_write, utc_now  # noqa: E402
 from simcore.runner import run_trial, write_run  # noqa: E402
 
 
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def gpu_seen() -> str | None:
+    """Why the GPU rows cannot run here, or None when torch sees a CUDA device."""
+    if missing_gpu_packages():
+        return f"the gpu extra is not installed ({', '.join(missing_gpu_packages())} missing)"
+    import torch
+
+    return None if torch.cuda.is_available() else "torch sees no CUDA device on this machine"
+
+
+def window_child(trials: int) -> None:
+    """One independent process: warm up, say ready, wait for the go, then time three passes."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_call_cost import _trials
+
+    _trials(trials)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.time()
+    calls = sum(n for _ in range(3) for _, n in _trials(trials))
+    print(json.dumps({"calls": calls, "start": start, "end": time.time()}), flush=True)
+
+
+def independent(processes: int, trials: int) -> dict[str, Any]:
+    """``processes`` processes timing stub trials (bench_call_cost's) at once, started together.
+
+    Each warms up and waits; all are released at once, so the span is the time they
+    ran side by side, not their staggered start-up. Returns their calls per second in all.
+    """
+    children = [subprocess.Popen([sys.executable, __file__, "--child-window", str(trials)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(processes)]
+    for child in children:
+        if child.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+            sys.exit(f"independent processes: a child failed: {child.stderr.read().strip()[-300:]}")  # type: ignore[union-attr]
+    for child in children:
+        child.stdin.write("go\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
+    windows = []
+    for child in children:
+        out, err = child.communicate()
+        if child.returncode != 0:
+            sys.exit(f"independent processes: {err.strip().splitlines()[-1] if err.strip() else child.returncode}")
+        windows.append(json.loads(out.strip().splitlines()[-1]))
+    span = max(w["end"] for w in windows) - min(w["start"] for w in windows)
+    return {"processes": processes, "calls_per_s": sum(w["calls"] for w in windows) / span}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=500, help="seeds per condition (default 500 -> 1,000 trials)")
+    ap.add_argument("--trials", type=int, default=400, help="seeds per condition (default 400 -> 800 trials)")
+    ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts (default 1,2,4,8,16; "
+                    "those above this machine's cores are not run)")
+    ap.add_argument("--independent-trials", type=int, default=200,
+                    help="stub trials per timing pass of each independent process (default 200)")
+    ap.add_argument("--child-window", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--shared", action="store_true", help="also the CPU encoder shared by the workers")
+    ap.add_argument("--overhead", action="store_true",
+                    help="also a bare run_trial/write_run loop against --executor serial (the runner's own cost)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed config field")
-    ap.add_argument("--dask", action="store_true", help="also run a Dask LocalCluster with 2 workers")
-    ap.add_argument("--dask-only", action="store_true",
-                    help="run only Dask LocalClusters of 1 and 2 workers (for Dask's own scaling)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_batch.json"))
     args = ap.parse_args()
-    base = dict(item.split("=", 1) for item in args.set)
+    if args.child_window:
+        window_child(args.child_window)
+        return
+    base = {"plots": False, **dict(item.split("=", 1) for item in args.set)}
+    asked = sorted({int(w) for w in args.workers.split(",")})
+    n_cores = cores()
+    counts = [w for w in asked if w <= n_cores]
+    not_measured = {f"workers={w}": f"this machine has {n_cores} cores" for w in asked if w > n_cores}
+    no_gpu = gpu_seen()
+    if no_gpu:
+        not_measured["default device (auto, the GPU) against --device cpu"] = no_gpu
 
     plan = plan_sweep("context_corrosion", args.trials, base=base)
     n = len(plan.jobs)
     work = Path(tempfile.mkdtemp(prefix="bench_batch."))
-    load = [os.getloadavg()]
-    results: dict[str, list[dict[str, float]]] = {}
+    load: list[dict[str, Any]] = []
+    runs: dict[str, dict[str, Any]] = {}
     tables = {}
 
-    def cold(name: str) -> None:
-        # An empty memory cache and a new, empty disk cache (pool workers inherit the variable).
+    def note(what: str) -> None:
+        load.append({"after": what, "load_avg_1_5_15": [round(v, 2) for v in os.getloadavg()]})
+
+    def cold(name: str, device: str) -> None:
+        # An empty memory cache and a new, empty disk cache (pool workers take the variable).
         clear_cache()
         os.environ[ENV] = str(work / f"cache-{name}")
+        os.environ[DEVICE_ENV] = device
 
-    def bare(name: str) -> None:
-        cold(name)
-        w0, c0 = time.perf_counter(), time.process_time()
-        for job in plan.jobs:
-            write_run(run_trial(plan.scenario, job.config, job.seed, plan.spec), work / name, job.run_id)
-        record("bare", w0, c0, None)
-
-    def batch(name: str, executor: str, workers: int) -> None:
-        cold(name)
-        w0, c0 = time.perf_counter(), time.process_time()
+    def sweep(name: str, workers: int, device: str, encoder: str = "auto", executor: str = "local") -> None:
+        cold(name, device)
+        note(f"before {name}")
+        w0 = time.perf_counter()
         df = run_sweep("context_corrosion", args.trials, plan=plan, executor=executor, workers=workers,
-                       out=work / name, progress=True)
+                       out=work / name, progress=True, plot=False, encoder=encoder)
+        wall = time.perf_counter() - w0
         assert (df["status"] == "ok").all(), df["status"].value_counts()
-        tables[name] = df.drop(columns=["wall_s", "total_s"])
-        record(f"{executor}_{workers}" if executor in ("local", "dask") else executor, w0, c0,
-               df.attrs["summary"]["timing"]["elapsed_s"])
+        tables[name] = df.drop(columns=list(VOLATILE_COLUMNS))
+        timing = df.attrs["summary"]["timing"]
+        runs[name] = {"workers": workers, "device": device, "encoder": encoder, "executor": executor,
+                      "wall_s": wall, "trials_per_s": n / wall, "executor_phase_s": timing["elapsed_s"],
+                      "pace": timing["pace"]}
+        note(name)
+        print(f"{name}: {n / wall:.2f} trials/s (wall {wall:.1f} s), load {os.getloadavg()[0]:.2f}", file=sys.stderr)
 
-    def record(key: str, w0: float, c0: float, executor_s: float | None) -> None:
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        entry = {"wall_s": wall, "trials_per_s": n / wall, "parent_cpu_s": cpu}
-        if executor_s is not None:
-            entry["executor_phase_s"] = executor_s
-            entry["fixed_s"] = wall - executor_s
-        results.setdefault(key, []).append(entry)
-        load.append(os.getloadavg())
-        print(f"{key}: {n / wall:.1f} trials/s (wall {wall:.1f} s, this process's CPU {cpu:.1f} s)", file=sys.stderr)
+    def bare() -> None:
+        cold("bare", "cpu")
+        w0 = time.perf_counter()
+        for job in plan.jobs:
+            write_run(run_trial(plan.scenario, job.config, job.seed, plan.spec), work / "bare", job.run_id)
+        wall = time.perf_counter() - w0
+        runs["bare"] = {"wall_s": wall, "trials_per_s": n / wall}
+        note("bare")
 
     try:
-        if args.dask_only:
-            batch("dask1", "dask", 1)
-            batch("dask2", "dask", 2)
-            batch("dask1b", "dask", 1)
-            report = {"benchmark": "bench_batch --dask-only", "created_utc": utc_now(), "trials": n,
-                      "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15_after_each_run": load},
-                      "runs": results,
-                      "speedup_dask_2_vs_1_workers": (results["dask_2"][0]["trials_per_s"]
-                                                      / (sum(r["trials_per_s"] for r in results["dask_1"]) / 2)),
-                      "tables_identical": all(t.equals(next(iter(tables.values()))) for t in tables.values())}
-            atomic_write(args.out, json.dumps(report, indent=2) + "\n")
-            print(json.dumps(report, indent=2))
-            return
-        # ABAB order for the bare/serial pair, so that drifting machine load hits both.
-        bare("bare1")
-        batch("serial1", "serial", 1)
-        batch("local1", "local", 1)
-        batch("local2", "local", 2)
-        if args.dask:
-            batch("dask2", "dask", 2)
-        bare("bare2")
-        batch("serial2", "serial", 1)
+        single = independent(1, args.independent_trials)
+        note("independent x1")
+        machine = {}
+        for w in counts:
+            together = single if w == 1 else independent(w, args.independent_trials)
+            machine[w] = {**together, "speedup": together["calls_per_s"] / single["calls_per_s"]}
+            note(f"independent x{w}")
+        for w in counts:
+            sweep(f"cpu_{w}", w, "cpu")
+            if args.shared and w > 1:
+                sweep(f"cpu_shared_{w}", w, "cpu", encoder="shared")
+            if not no_gpu:
+                sweep(f"auto_{w}", w, "auto")
+        if args.overhead:
+            bare()
+            sweep("serial", 1, "cpu", executor="serial")
         first = next(iter(tables.values()))
         identical = all(t.equals(first) for t in tables.values())
         metrics = sorted(c[len("metric_"):] for c in first.columns if c.startswith("metric_"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    def mean(key: str, field: str) -> float:
-        return sum(r[field] for r in results[key]) / len(results[key])
-
+    one = runs["cpu_1"]["trials_per_s"] if "cpu_1" in runs else None
+    rows = []
+    for w in counts:
+        row: dict[str, Any] = {"workers": w, "independent_speedup": machine[w]["speedup"]}
+        for kind in ("cpu", "cpu_shared", "auto"):
+            r = runs.get(f"{kind}_{w}")
+            if r is None:
+                continue
+            pace = r["pace"]
+            row[kind] = {
+                "wall_s": round(r["wall_s"], 2),
+                "trials_per_s": round(r["trials_per_s"], 3),
+                "speedup_vs_cpu_1": None if one is None else round(r["trials_per_s"] / one, 3),
+                "parent_ms_per_trial": pace.get("parent_ms_per_trial"),
+                "parent_cpu_ms_per_trial": pace.get("parent_cpu_ms_per_trial"),
+                "worker_idle_share": pace.get("worker_idle_share"),
+                "worker_startup_s_mean": pace.get("worker_startup_s_mean"),
+                "workers_that_imported_torch": pace.get("workers_that_imported_torch"),
+                "encoder": pace.get("encoder"),
+            }
+        if one is not None and "cpu" in row:
+            row["sweep_share_of_independent_speedup"] = round(row["cpu"]["speedup_vs_cpu_1"]
+                                                              / row["independent_speedup"], 3)
+        rows.append(row)
     report = {
         "benchmark": "bench_batch",
         "created_utc": utc_now(),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_avg_1_5_15_after_each_run": [[round(v, 2) for v in x] for x in load]},
+        "machine": {"python": platform.python_version(), "cores": n_cores, "gpu": no_gpu or "CUDA"},
+        "load": load,
         "scenario": "context_corrosion",
         "trials": n,
         "config": plan.base.to_dict(),
         "metrics": metrics,
         "embedding_metrics_module_present": importlib.util.find_spec("scenarios.context_corrosion.metrics") is not None,
-        "runs": results,
-        "trials_per_s": {k: mean(k, "trials_per_s") for k in results},
-        "speedup_local_2_vs_1_workers": mean("local_2", "trials_per_s") / mean("local_1", "trials_per_s"),
-        "overhead_serial_vs_bare": {
-            "wall_ms_per_trial": 1000 * (mean("serial", "wall_s") - mean("bare", "wall_s")) / n,
-            "cpu_ms_per_trial": 1000 * (mean("serial", "parent_cpu_s") - mean("bare", "parent_cpu_s")) / n,
-            "cpu_ratio": mean("serial", "parent_cpu_s") / mean("bare", "parent_cpu_s"),
-            "bare_cpu_ms_per_trial": 1000 * mean("bare", "parent_cpu_s") / n,
-            "fixed_s_per_sweep": mean("serial", "fixed_s"),
-        },
-        "tables_identical_across_executors": identical,
-        "notes": (
-            "Wall times include each sweep's fixed costs (validation, process or cluster start-up, "
-            "tables, summary, plot); fixed_s is wall minus the executor phase. The serial/bare "
-            "overhead is also given in this process's CPU time, which other load on the shared "
-            "machine disturbs less than wall time. See the load averages."
-        ),
+        "independent_processes": {"trials_per_pass": args.independent_trials,
+                                  "calls_per_s": {w: m["calls_per_s"] for w, m in machine.items()}},
+        "rows": rows,
+        "not_measured": not_measured,
+        "runs": runs,
+        "tables_identical_across_runs": identical,
     }
+    if args.overhead:
+        report["runner_overhead_ms_per_trial"] = 1000 * (runs["serial"]["wall_s"] - runs["bare"]["wall_s"]) / n
     atomic_write(args.out, json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    print(f"{n} trials, {n_cores} cores, load before/after: {load[0]['load_avg_1_5_15']} / {load[-1]['load_avg_1_5_15']}")
+    print(f"{'workers':>7} {'indep. x':>8} {'sweep s':>8} {'sweep x':>8} {'share':>6} {'parent ms/trial':>15} "
+          f"{'idle':>6} {'start s':>7}")
+    for row in rows:
+        cpu = row.get("cpu", {})
+        print(f"{row['workers']:>7} {row['independent_speedup']:>8.2f} {cpu.get('wall_s', float('nan')):>8.1f} "
+              f"{cpu.get('speedup_vs_cpu_1') or float('nan'):>8.2f} "
+              f"{row.get('sweep_share_of_independent_speedup', float('nan')):>6.2f} "
+              f"{cpu.get('parent_ms_per_trial') or float('nan'):>15.2f} {cpu.get('worker_idle_share') or 0:>6.1%} "
+              f"{cpu.get('worker_startup_s_mean') or float('nan'):>7.2f}")
+        for kind in ("cpu_shared", "auto"):
+            if kind in row:
+                r = row[kind]
+                print(f"{'':>7} {kind + ':':>17} {r['wall_s']:>8.1f} s, {r['speedup_vs_cpu_1']:.2f}x, "
+                      f"workers that imported torch: {r['workers_that_imported_torch']}")
+    for what, why in not_measured.items():
+        print(f"not measured: {what}: {why}")
+    print(f"results tables identical across runs: {identical}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
   it is free and encodes their missing texts together, so the trials of a Monte
   Carlo, whose analyses run in worker threads (see :mod:`simcore.runner`), are
   encoded in large batches while the event loop goes on with LLM calls.
-  :func:`preload` starts loading the model in the background.
+  :func:`preload` starts loading the model in the background. A sweep's worker
+  processes may instead share the sweep's one encoder (:func:`use_remote`, see
+  :mod:`simcore.encoder_service`): they then load no model and import no torch.
 - **Caches.** A process-wide dict, then the persistent cache of
   :mod:`simcore.embed_cache` (shared by processes, pool workers and later runs),
   both keyed by the sha256 of the text; the disk cache also by model and engine,
@@ -70,6 +72,8 @@ _cache: dict[str, np.ndarray] = {}
 _disk: DiskCache | None = None
 _disk_dir: Path | None = None
 _counts = {"requests": 0, "forward_calls": 0, "encoded": 0, "disk_hits": 0}
+# A sweep's shared encoder (simcore.encoder_service), when this process is one of its workers.
+_remote: Any = None
 # Set by simcore.runner around a trial's analysis: the encoder settings it used land here.
 _used: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("simcore_embeddings_used",
                                                                               default=None)
@@ -237,7 +241,9 @@ def device() -> str:
 
 
 def settings() -> dict[str, str]:
-    """Model, engine, device and dtype of the vectors this process makes."""
+    """Model, engine, device and dtype of the vectors this process makes (or its sweep's encoder makes)."""
+    if _remote is not None:
+        return dict(_remote.settings)
     return {"model": _model_id(), "engine": engine(), "device": device(), "dtype": DTYPE}
 
 
@@ -365,9 +371,10 @@ _encoder = _Encoder()
 
 
 def _after_fork() -> None:
-    # The child has no encoder thread, and a lock held by a thread of the parent stays held.
-    global _encoder, _lock, _disk, _disk_dir
-    _encoder, _lock, _disk, _disk_dir = _Encoder(), threading.Lock(), None, None
+    # The child has no encoder thread, and a lock held by a thread of the parent stays held;
+    # a connection to a sweep's encoder belongs to the parent alone.
+    global _encoder, _lock, _disk, _disk_dir, _remote
+    _encoder, _lock, _disk, _disk_dir, _remote = _Encoder(), threading.Lock(), None, None, None
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -375,8 +382,28 @@ os.register_at_fork(after_in_child=_after_fork)
 
 def preload() -> None:
     """Start loading the model on the encoder thread (returns at once; idempotent)."""
-    if _model is None:
+    if _model is None and _remote is None:
         _encoder.submit({})
+
+
+def use_remote(remote: Any) -> None:
+    """Encode through a sweep's shared encoder (:class:`simcore.encoder_service.RemoteEncoder`) from now on.
+
+    This process then never loads a model: texts missing from its memory cache
+    go to the service, which also keeps the disk cache.
+    """
+    global _remote
+    _remote = remote
+
+
+def remote_encoder() -> Any:
+    """The shared encoder this process uses, or None (it encodes itself)."""
+    return _remote
+
+
+def model_loaded() -> bool:
+    """Whether this process has loaded an encoder model."""
+    return _model is not None
 
 
 def encode(texts: Sequence[str]) -> np.ndarray:
@@ -387,6 +414,9 @@ def encode(texts: Sequence[str]) -> np.ndarray:
     if used is not None and texts:
         used["encode"] = True
     _counts["requests"] += 1
+    if missing and _remote is not None:
+        _remember(dict(zip(missing, _remote.encode(list(missing.values())))))
+        missing = {}
     disk = disk_cache() if missing else None
     if disk is not None:  # read here, not on the encoder thread: a warm run never waits for the model
         found = disk.get_many(cache_namespace(), missing)

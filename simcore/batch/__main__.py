@@ -40,6 +40,7 @@ from simcore.cli import (
     parse_seed,
 )
 from simcore.config import ConfigError
+from simcore.encoder_service import MODES as ENCODER_MODES
 from simcore.plots import summary_plots_wanted
 from simcore.records import check_out_dir
 from simcore.scenario import Scenario, load_scenario
@@ -92,6 +93,10 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
                         "import simcore and see the sweep directory); without it, dask starts a LocalCluster")
     r.add_argument("--concurrency", type=str, default="32", metavar="C",
                    help="trials in flight at once with --executor asyncio (default: 32)")
+    r.add_argument("--encoder", default="auto", choices=ENCODER_MODES,
+                   help="where the workers' texts are embedded: auto (one encoder in the sweep's own process "
+                        "when the device is a GPU, so workers never load torch; else each worker its own), "
+                        "shared (one encoder in the sweep's process, on any device) or per-worker (default: auto)")
     r.add_argument("--trial-timeout", default=None, metavar="S",
                    help="cancel a trial that runs longer than S seconds and record it as an error "
                         "(timeout); its partial files are removed and the other trials go on (default: off)")
@@ -248,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             address=args.address, concurrency=_int("concurrency", args.concurrency),
             out=out, resume=args.resume, keep_failed=args.keep_failed, budget_usd=args.budget_usd,
             fail_fast=bool(args.fail_fast), max_failed_trials=_int("max_failed_trials", args.max_failed_trials),
-            trial_timeout_s=args.trial_timeout,
+            trial_timeout_s=args.trial_timeout, encoder=args.encoder,
             progress=not args.no_progress, plot=not args.no_plot and summary_plots_wanted(), echo=say,
         )
     except (ConfigError, BackendConfigError) as exc:  # BackendConfigError: a damaged file, too

@@ -25,13 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import multiprocessing
 import os
-from typing import Any, Callable, Iterable, Iterator
+import sys
+import time
+from typing import Any, Callable, ContextManager, Iterable, Iterator
 
 from simcore.batch.plan import TrialJob
-from simcore.batch.worker import WorkerContext, execute, execute_async, release_shared
+from simcore.batch.worker import (
+    WorkerContext,
+    execute,
+    execute_async,
+    execute_in_pool,
+    release_shared,
+)
 
 POLL_S = 1.0  # how often a waiting executor looks again at the dispatcher (breaker pauses)
 
@@ -101,6 +110,8 @@ class Dispatcher:
         max_failed: Stop dispatching once this many trials failed (None: never).
         paused: Says whether a provider's circuit breaker is open; while it is,
             only a trial to probe with is dispatched (when none is in flight).
+        batch: Wraps the recording of outcomes that finished together (the
+            sweep's ledger syncs once per batch).
     """
 
     def __init__(
@@ -111,8 +122,11 @@ class Dispatcher:
         fail_fast: bool = False,
         max_failed: int | None = None,
         paused: Callable[[], bool] | None = None,
+        batch: Callable[[], ContextManager[Any]] | None = None,
     ) -> None:
         self._groups: Iterator[list[TrialJob]] = iter(groups)
+        self.batch = batch or contextlib.nullcontext
+        self.pace = Pace()
         self._on_done = on_done
         self.budget = budget
         self.fail_fast = fail_fast
@@ -150,16 +164,77 @@ class Dispatcher:
         self._on_done(job, outcome)
 
 
+class Pace:
+    """How busy a sweep's processes were: the parent's work per trial and the workers' idle time.
+
+    The parent's work is what its dispatching thread did between waits (submitting,
+    recording outcomes in the ledger, the progress bar, the budget), apart from the
+    first submission, which starts the pool; a worker's
+    time is split into start-up (pool start to its first trial), trials, gaps
+    between them, and the tail (its last trial's end to the end of the pool).
+    """
+
+    def __init__(self) -> None:
+        self.parent_s = 0.0
+        self.trials = 0
+        self.samples: list[dict[str, Any]] = []
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.slots = 0
+
+    @contextlib.contextmanager
+    def pool(self, slots: int) -> Iterator[None]:
+        """Marks the span in which the pool's ``slots`` processes existed."""
+        self.slots, self.started = slots, time.monotonic()
+        try:
+            yield
+        finally:
+            self.ended = time.monotonic()
+
+    def report(self) -> dict[str, Any]:
+        """The figures ``summary.json`` keeps under ``timing.pace``."""
+        out: dict[str, Any] = {
+            "trials": self.trials,
+            "parent_ms_per_trial": 1000 * self.parent_s / self.trials if self.trials else None,
+        }
+        if not self.samples or self.started is None or self.ended is None:
+            return out
+        by_pid: dict[int, list[dict[str, Any]]] = {}
+        for sample in self.samples:
+            by_pid.setdefault(sample["pid"], []).append(sample)
+        span = self.ended - self.started
+        busy = sum(s["end"] - s["start"] for s in self.samples)
+        startup = [min(s["start"] for s in ss) - self.started for ss in by_pid.values()]
+        tail = [self.ended - max(s["end"] for s in ss) for ss in by_pid.values()]
+        # Slots whose process never ran a trial were idle all along.
+        never = max(0, self.slots - len(by_pid)) * span
+        idle = self.slots * span - busy
+        out.update({
+            "pool_s": span,
+            "worker_processes": len(by_pid),
+            "worker_busy_s": busy,
+            "worker_idle_share": idle / (self.slots * span) if span > 0 and self.slots else None,
+            "worker_startup_s_mean": sum(startup) / len(startup),
+            "worker_tail_s_mean": sum(tail) / len(tail),
+            "worker_gaps_s": max(0.0, idle - never - sum(startup) - sum(tail)),
+            "workers_that_loaded_a_model": sum(any(s["model_loaded"] for s in ss) for ss in by_pid.values()),
+            "workers_that_imported_torch": sum(any(s["torch_imported"] for s in ss) for ss in by_pid.values()),
+        })
+        return out
+
+
 class _InFlight:
     """Up to ``capacity`` trials in flight (futures or tasks), refilled group by group.
 
     Shared by the concurrent executors, so that they all dispatch and hand
-    outcomes back to the dispatcher the same way.
+    outcomes back to the dispatcher the same way. With ``sampled``, a future's
+    result is (outcome, worker sample) (:func:`simcore.batch.worker.execute_in_pool`).
     """
 
-    def __init__(self, dispatcher: Dispatcher, capacity: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, capacity: int, sampled: bool = False) -> None:
         self.dispatcher = dispatcher
         self.capacity = capacity
+        self.sampled = sampled
         self.buffer: list[TrialJob] = []
         self.pending: dict[Any, TrialJob] = {}
 
@@ -186,13 +261,17 @@ class _InFlight:
         Raises:
             SweepAborted: a future failed (the executor itself, not its trial).
         """
-        for fut in sorted(finished, key=lambda f: self.pending[f].index):
-            job = self.pending.pop(fut)
-            try:
-                out = fut.result()
-            except Exception as exc:
-                raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
-            self.dispatcher.done(job, out)
+        with self.dispatcher.batch():
+            for fut in sorted(finished, key=lambda f: self.pending[f].index):
+                job = self.pending.pop(fut)
+                try:
+                    out = fut.result()
+                except Exception as exc:
+                    raise SweepAborted(f"{type(exc).__name__}: {exc}") from exc
+                if self.sampled:
+                    out, sample = out
+                    self.dispatcher.pace.samples.append(sample)
+                self.dispatcher.done(job, out)
 
 
 def _drive(
@@ -201,13 +280,29 @@ def _drive(
     dispatcher: Dispatcher,
     capacity: int,
 ) -> None:
-    """Keep up to ``capacity`` trials in flight until the dispatcher runs dry.
+    """Keep up to ``capacity`` worker trials in flight until the dispatcher runs dry.
 
-    ``wait_first`` returns the finished futures, or none after :data:`POLL_S`.
+    ``submit`` runs :func:`~simcore.batch.worker.execute_in_pool`; ``wait_first``
+    returns the finished futures, or none after :data:`POLL_S`. The time spent
+    between waits is the parent's work (:class:`Pace`).
     """
-    flight = _InFlight(dispatcher, capacity)
-    while flight.fill(submit):
-        flight.settle(wait_first(list(flight.pending)))
+    flight = _InFlight(dispatcher, capacity, sampled=True)
+    pace = dispatcher.pace
+    first = True
+    while True:
+        t0 = time.perf_counter()
+        more = flight.fill(submit)
+        if not first:  # the first submit starts the pool's processes: start-up, not per-trial work
+            pace.parent_s += time.perf_counter() - t0
+        first = False
+        if not more:
+            return
+        finished = wait_first(list(flight.pending))
+        t0 = time.perf_counter()
+        n = len(flight.pending)
+        flight.settle(finished)
+        pace.trials += n - len(flight.pending)
+        pace.parent_s += time.perf_counter() - t0
 
 
 def run_serial(ctx: WorkerContext, dispatcher: Dispatcher) -> None:
@@ -245,36 +340,70 @@ def run_asyncio(ctx: WorkerContext, dispatcher: Dispatcher, concurrency: int) ->
     asyncio.run(main())
 
 
-def _init_worker(threads: int) -> None:
-    # Several workers on few cores: keep each one's numeric libraries (torch for
-    # embeddings, BLAS) from starting a thread per core and oversubscribing.
+def _init_worker(threads: int, environ: dict[str, str] | None = None, path: list[str] | None = None) -> None:
+    """Set up a pool worker: the sweep's environment and import path, and its share of the threads."""
+    if environ is not None:
+        # A worker forked from the fork server has the environment the server started
+        # with; the sweep's (its --device, --embed-cache ...) is the one that counts.
+        os.environ.clear()
+        os.environ.update(environ)
+    if path is not None:
+        sys.path[:] = path
+    # Several workers on few cores: keep the numeric libraries a worker loads from now
+    # on from starting a thread per core. (Lowering the BLAS that numpy already loaded
+    # as well, with threadpoolctl, made one worker 10x slower here: measured, left out.)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, str(threads))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# What the fork server imports once for every worker: the worker's own modules and
+# the CPU encoder's libraries (never torch: a CUDA context does not survive a fork).
+PRELOAD = ("simcore.batch.worker", "simcore.embeddings", "simcore.minilm", "scipy.special", "tokenizers",
+           "safetensors.numpy", "threadpoolctl")
+
+
+def scenario_modules(ctx: WorkerContext) -> list[str]:
+    """The modules the scenario's functions live in (a worker imports them to unpickle it)."""
+    names = {getattr(value, "__module__", None) for value in vars(ctx.scenario).values() if callable(value)}
+    return sorted(n for n in names if n)
+
+
+def pool_context(ctx: WorkerContext) -> multiprocessing.context.BaseContext:
+    """The fork server, preloaded, where there is one and the scenario is importable; else spawn."""
+    modules = scenario_modules(ctx)
+    if "forkserver" not in multiprocessing.get_all_start_methods() or "__main__" in modules:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Only the first sweep of a process sets what the server imports; a later sweep
+    # of another scenario imports its modules in each worker.
+    context.set_forkserver_preload([*PRELOAD, *modules])
+    return context
+
+
 def run_local(ctx: WorkerContext, dispatcher: Dispatcher, workers: int) -> None:
-    """Run the trials on a pool of ``workers`` processes (spawned, not forked).
+    """Run the trials on a pool of ``workers`` processes (see :func:`pool_context`).
 
     Each process runs one trial at a time, so each is one of ``workers`` slots.
     """
     ctx = dataclasses.replace(ctx, slots=workers)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    pool = cf.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(threads,),
-    )
-    try:
-        _drive(
-            lambda job: pool.submit(execute, ctx, job),
-            lambda fs: cf.wait(fs, timeout=POLL_S, return_when=cf.FIRST_COMPLETED).done,
-            dispatcher,
-            capacity=2 * workers,
+    with dispatcher.pace.pool(workers):
+        pool = cf.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=pool_context(ctx),
+            initializer=_init_worker,
+            initargs=(threads, dict(os.environ), list(sys.path)),
         )
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            _drive(
+                lambda job: pool.submit(execute_in_pool, ctx, job),
+                lambda fs: cf.wait(fs, timeout=POLL_S, return_when=cf.FIRST_COMPLETED).done,
+                dispatcher,
+                capacity=2 * workers,
+            )
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: str | None) -> None:
@@ -314,12 +443,15 @@ def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: 
             except TimeoutError:
                 return ()
 
-        _drive(
-            lambda job: client.submit(execute, ctx, job, key=f"simcore-{token}-{job.run_id}", pure=False),
-            wait_first,
-            dispatcher,
-            capacity=2 * slots,
-        )
+        # Worker idle time only where the workers share this machine's clock.
+        with dispatcher.pace.pool(slots) if cluster is not None else contextlib.nullcontext():
+            _drive(
+                lambda job: client.submit(execute_in_pool, ctx, job, key=f"simcore-{token}-{job.run_id}",
+                                          pure=False),
+                wait_first,
+                dispatcher,
+                capacity=2 * slots,
+            )
     finally:
         client.close()
         if cluster is not None:

@@ -5,7 +5,8 @@ Layout::
     <sweep dir>/
         sweep.json          the definition (scenario, grid, conditions, seed, ...)
                             and the backend options of the first pass
-        ledger.jsonl        one line per attempt of a trial, appended and fsynced
+        ledger.jsonl        one line per attempt of a trial, appended and fsynced (once for
+                            the trials that finish together)
         <scenario>/<run-id>/  one run directory per trial (simcore.runner.write_run)
         failed/<run-id>-<n>/  run directories of failed attempts that were run again
         results.csv, results.parquet, summary.json, summary.csv, plots/
@@ -33,7 +34,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from backends.base import canonical_json
 from backends.registry import RUN_OPTIONS
@@ -131,6 +132,7 @@ class SweepStore:
         self.spent_usd = 0.0
         self._ledger: TextIO | None = None
         self._lock: TextIO | None = None
+        self._deferred: int | None = None  # lines written since a batch began, unsynced
 
     # -- opening ------------------------------------------------------------
     def check(self) -> None:
@@ -284,11 +286,33 @@ class SweepStore:
         self.attempts[index] = self.attempts.get(index, 0) + 1
         row = {**row, "attempt": self.attempts[index]}
         self._ledger.write(_line(row))
-        self._ledger.flush()
-        os.fsync(self._ledger.fileno())
+        if self._deferred is None:
+            self._sync()
+        else:
+            self._deferred += 1
         self.finished[index] = row
         self.spent_usd += float(row.get("cost_usd") or 0.0)
         return row
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Append the rows of trials that finished together with one fsync at the end.
+
+        A crash inside the batch loses at most those lines; their run directories
+        exist, and resume reads them back (see the module doc).
+        """
+        self._deferred = 0
+        try:
+            yield
+        finally:
+            n, self._deferred = self._deferred, None
+            if n and self._ledger is not None:
+                self._sync()
+
+    def _sync(self) -> None:
+        assert self._ledger is not None, "store is not open"
+        self._ledger.flush()
+        os.fsync(self._ledger.fileno())
 
     def close(self) -> None:
         """Close the ledger and release the lock."""

@@ -37,6 +37,7 @@ from simcore.batch.store import SweepStore, finished_summary
 from simcore.batch.worker import WorkerContext
 from simcore.calibrate import installed as installed_calibration
 from simcore.config import Config, ConfigError
+from simcore.encoder_service import EncoderService, use_service
 from simcore.estimate import estimate
 from simcore.scenario import Scenario, load_scenario
 
@@ -177,6 +178,7 @@ def run_sweep(
     plot: bool = True,
     echo: Callable[[str], None] | None = None,
     plan: SweepPlan | None = None,
+    encoder: str = "auto",
 ) -> pd.DataFrame:
     """Run a parameter sweep / Monte Carlo and return its results table.
 
@@ -213,6 +215,10 @@ def run_sweep(
         plot: Write ``plots/metrics.png``.
         echo: Where notes go (estimate, resume, budget, breaker pauses); None for silence.
         plan: A plan from :func:`plan_sweep` (then the definition arguments are unused).
+        encoder: Where worker processes' texts are encoded: ``auto`` (one encoder
+            in this process for all workers when the device is a GPU, else each
+            worker its own), ``shared`` (one encoder in this process, also on the
+            CPU) or ``per-worker`` (see :mod:`simcore.encoder_service`).
 
     Returns:
         One row per planned trial (see :mod:`simcore.batch.report`); ``attrs``
@@ -238,6 +244,10 @@ def run_sweep(
         raise ConfigError(f"executor: must be one of {', '.join(EXECUTORS)}; got {executor!r}")
     if address and executor != "dask":
         raise ConfigError(f"address: only the dask executor uses a scheduler address (executor is {executor})")
+    try:
+        share_encoder = use_service(encoder, executor, address, _embeds(plan, plan.jobs))
+    except ValueError as exc:  # an unknown mode, or a device this machine lacks
+        raise ConfigError(str(exc)) from None
     workers = _positive("workers", workers, default=_cpu_count())
     concurrency = _positive("concurrency", concurrency, default=32)
     max_failed_trials = None if max_failed_trials is None else _positive("max_failed_trials", max_failed_trials, 1)
@@ -303,18 +313,30 @@ def run_sweep(
             bar.done(store.append(row))
 
         dispatcher = Dispatcher(todo_groups, on_done, budget, fail_fast, max_failed=max_failed_trials,
-                                paused=board.paused)
+                                paused=board.paused, batch=store.batch)
         ctx = WorkerContext(plan.scenario, run_spec, str(store.path), trial_timeout_s=trial_timeout_s,
                             token=uuid.uuid4().hex)
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), time.process_time()
         stopped: BaseException | None = None
+        service = None
         try:
+            if share_encoder and todo:
+                service = EncoderService(preload=True)
+                ctx = dataclasses.replace(ctx, encoder=(service.address, service.authkey))
             run_with(executor, ctx, dispatcher, workers=workers, address=address, concurrency=concurrency)
         except (KeyboardInterrupt, SweepAborted) as exc:
             stopped = exc  # finished trials are safe; write the tables, then re-raise
         finally:
             bar.close()
+            if service is not None:
+                service.close()
         elapsed = time.perf_counter() - started
+        pace = dispatcher.pace.report()
+        pace["parent_cpu_ms_per_trial"] = (1000 * (time.process_time() - cpu0) / pace["trials"]
+                                           if pace["trials"] else None)
+        pace["encoder"] = "shared" if service is not None else "in each process"
+        if service is not None:
+            pace["encoder_service"] = service.stats()
 
         reason = dispatcher.stop_reason
         unrun = {}
@@ -341,6 +363,7 @@ def run_sweep(
             "trials_run": sum(1 for j in todo if j.index in finished),
             "trials_rerun": sum(1 for i in store.rerun if i in dispatcher.dispatched),
             "stopped": None if stopped is None else f"{type(stopped).__name__}: {stopped}",
+            "pace": pace,
         }
         summary["attempts"] = sum(store.attempts.values())
         summary["spent_usd"] = store.spent_usd
@@ -362,6 +385,12 @@ def run_sweep(
     if stopped is not None:
         raise stopped
     return df
+
+
+def _embeds(plan: SweepPlan, jobs: Sequence[TrialJob]) -> bool:
+    """Whether any of ``jobs`` may embed texts (a scenario that does not say: it may)."""
+    says = plan.scenario.embeds
+    return says is None or any(says(job.config) for job in jobs)
 
 
 def _check_backend(spec: BackendSpec, slots: int | None) -> None:
@@ -428,8 +457,9 @@ class SweepProgress:
         """Count a finished trial."""
         with self._lock:
             self._add(row)
-            # The totals first: a plain (log) bar writes its line on update, with the totals it has.
-            self._show()
+            # The totals first: a bar draws (at most every tenth of a second, not once a
+            # trial) on update, with the totals it has.
+            self._show(refresh=False)
             if self.bar is not None:
                 self.bar.update(1)
 
@@ -440,13 +470,13 @@ class SweepProgress:
         t["tokens"] += row.get("tokens") or 0
         t["cost"] += row.get("cost_usd") or 0.0
 
-    def _show(self) -> None:
+    def _show(self, refresh: bool = True) -> None:
         if self.bar is None:
             return
         t = self.tally
         text = (f"fail={t['fail']} calls={t['calls']:,} tok={self.bar.format_sizeof(t['tokens'])} "
                 f"${t['cost']:.4f}")
-        self.bar.set_postfix_str(f"{self.pause} | {text}" if self.pause else text, refresh=True)
+        self.bar.set_postfix_str(f"{self.pause} | {text}" if self.pause else text, refresh=refresh)
 
     def _note(self, text: str) -> None:
         if self.bar is not None:

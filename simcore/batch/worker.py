@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -108,6 +109,8 @@ class WorkerContext:
             or threads); each backend gets 1/slots of the limits and budget.
         trial_timeout_s: Cancel a trial that runs longer (None: no limit).
         token: Identifies the sweep pass; a worker's shared backend lives for one pass.
+        encoder: (address, authkey) of the sweep's shared encoder
+            (:mod:`simcore.encoder_service`), or None: each process encodes itself.
     """
 
     scenario: Scenario
@@ -116,6 +119,7 @@ class WorkerContext:
     slots: int = 1
     trial_timeout_s: float | None = None
     token: str = ""
+    encoder: tuple[str, bytes] | None = None
 
 
 def run_dir_of(ctx: WorkerContext, run_id: str) -> Path:
@@ -214,6 +218,26 @@ def execute(ctx: WorkerContext, job: TrialJob) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a crashing trial is a row, not a dead sweep
         return failed_outcome(ctx, job, exc, start)
     return record(ctx, job, trial, start)
+
+
+def execute_in_pool(ctx: WorkerContext, job: TrialJob) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`execute` in a worker process, with what the sweep learns about the worker.
+
+    Returns the outcome and a sample: the process id, when the trial started and
+    ended on this machine's monotonic clock (the same in every process, so the
+    sweep can add up how long its workers sat idle), and whether this process
+    has loaded an encoder model or imported torch.
+    """
+    start = time.monotonic()
+    if ctx.encoder is not None:
+        from simcore import encoder_service
+
+        encoder_service.attach(*ctx.encoder)
+    out = execute(ctx, job)
+    embeddings = sys.modules.get("simcore.embeddings")
+    return out, {"pid": os.getpid(), "start": start, "end": time.monotonic(),
+                 "model_loaded": bool(embeddings is not None and embeddings.model_loaded()),
+                 "torch_imported": "torch" in sys.modules}
 
 
 async def execute_async(ctx: WorkerContext, job: TrialJob) -> dict[str, Any]:
