@@ -191,6 +191,16 @@ def main() -> None:
             sweep("serial", 1, "cpu", executor="serial")
         first = next(iter(tables.values()))
         identical = all(t.equals(first) for t in tables.values())
+        # Per device (its encoder's vectors): identical across worker counts and executors? And
+        # between devices, how far apart the metric columns are (GPU and CPU floats differ).
+        by_device: dict[str, list[str]] = {}
+        for name in tables:
+            by_device.setdefault(runs[name]["device"], []).append(name)
+        same_device = {d: all(tables[n].equals(tables[names[0]]) for n in names) for d, names in by_device.items()}
+        firsts = [tables[names[0]] for names in by_device.values()]
+        cols = [c for c in first.columns if c.startswith("metric_")]
+        across_devices = {c: float(max((abs(t[c].astype(float) - firsts[0][c].astype(float))).max() for t in firsts))
+                          for c in cols} if len(firsts) > 1 else {}
         metrics = sorted(c[len("metric_"):] for c in first.columns if c.startswith("metric_"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -235,6 +245,8 @@ def main() -> None:
         "not_measured": not_measured,
         "runs": runs,
         "tables_identical_across_runs": identical,
+        "tables_identical_within_each_device": same_device,
+        "metric_max_abs_diff_across_devices": across_devices,
     }
     if args.overhead:
         report["runner_overhead_ms_per_trial"] = 1000 * (runs["serial"]["wall_s"] - runs["bare"]["wall_s"]) / n
@@ -256,7 +268,9 @@ def main() -> None:
                       f"workers that imported torch: {r['workers_that_imported_torch']}")
     for what, why in not_measured.items():
         print(f"not measured: {what}: {why}")
-    print(f"results tables identical across runs: {identical}")
+    print(f"results tables identical across runs: {identical}; within each device: {same_device}")
+    if across_devices:
+        print(f"largest metric difference between devices: {max(across_devices.values()):.2e}")
     print(f"wrote {args.out}")
 
 
