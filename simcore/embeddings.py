@@ -30,9 +30,10 @@
   run). The numpy engine runs each text at its own length. On a GPU, padding a
   batch to its longest text (what ``SentenceTransformer.encode`` does) changes
   the attention kernel's blocking and so the last bits of every vector, so every
-  text is padded to its own length bucket (a multiple of 64 tokens) and texts of
-  one bucket are run together; a fixed shape per row gives the same result for
-  any batch size (tested).
+  text is padded to its own length bucket (a multiple of 64 tokens), texts of one
+  bucket are run together, and every batch is filled up to :data:`MAX_BATCH` rows:
+  the GPU's matrix kernels are chosen by shape, and a batch of another size gave
+  other last bits on an H100 (measured: a shared sweep encoder, 1 worker against 16).
 - :class:`EmbeddingStore` keeps a run's vectors by (phase, round, agent) and saves
   them to an ``.npz`` file.
 
@@ -285,13 +286,12 @@ def _forward_torch(model: Any, texts: list[str]) -> np.ndarray:
         for width, idx in buckets.items():
             for start in range(0, len(idx), MAX_BATCH):
                 chunk = idx[start : start + MAX_BATCH]
-                features = tok(
-                    [texts[i] for i in chunk], padding="max_length", truncation=True,
-                    max_length=width, return_tensors="pt",
-                )
+                rows = [texts[i] for i in chunk]
+                rows += rows[:1] * (MAX_BATCH - len(rows))  # one shape for every batch (see the module doc)
+                features = tok(rows, padding="max_length", truncation=True, max_length=width, return_tensors="pt")
                 features = {k: v.to(model.device) for k, v in features.items()}
                 vecs = model.forward(features)["sentence_embedding"]  # pooled and normalised
-                out[chunk] = vecs.float().cpu().numpy()
+                out[chunk] = vecs[: len(chunk)].float().cpu().numpy()
     return out
 
 
