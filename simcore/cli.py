@@ -512,6 +512,7 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
+    from simcore import embeddings
     from simcore.calibrate import installed as installed_calibration
     from simcore.counterfactual import arm_configs, run_arms, trial_seeds
     from simcore.runner import build_world
@@ -545,8 +546,9 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
         for cfg in arms:  # a config that cannot be built fails before anything runs
             build_world(scenario, cfg, seed, BackendSpec()).release()
         # (a real backend without its key fails here too, before any trial is written)
-        summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True,
-                           plot_processes=True)
+        with embeddings.expecting(len(arms) * len(seeds)):  # this process encodes every trial's texts
+            summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True,
+                               plot_processes=True)
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     if args.json:

@@ -15,7 +15,8 @@
   both keyed by the sha256 of the text; the disk cache also by model and engine,
   device and dtype. The same text gives the exact same vector, whatever the call order.
 - **Devices and engines.** ``SIMCORE_DEVICE`` (``--device``): ``auto`` (a GPU
-  when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``mps``. torch,
+  when torch sees one and the encoder has work enough to pay for loading it, see
+  :func:`auto_device`; else the CPU), ``cpu``, ``cuda`` or ``mps``. torch,
   transformers and sentence-transformers are the optional extra ``gpu``: without
   them ``auto`` is the CPU and ``cuda`` or ``mps`` is refused in one line. On the CPU the
   model runs in numpy (:mod:`simcore.minilm`: no torch to import, so a small run
@@ -43,6 +44,7 @@ metrics never pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -53,7 +55,7 @@ import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -66,8 +68,9 @@ DTYPE = "float32"
 DEVICE_ENV = "SIMCORE_DEVICE"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
-_model: Any = None
-_device: str | None = None  # the device SIMCORE_DEVICE resolves to, once per process
+_models: dict[str, Any] = {}  # the loaded encoder, by device
+_devices: dict[tuple[str, bool], str] = {}  # what (SIMCORE_DEVICE, a large workload) resolves to
+_expected = 1  # trials this process's own encoder is about to serve (see expecting)
 _lock = threading.Lock()
 _cache: dict[str, np.ndarray] = {}
 _disk: DiskCache | None = None
@@ -185,11 +188,11 @@ def get_model() -> Any:
     On the CPU it is :class:`simcore.minilm.MiniLM` (numpy, loads in about 0.3 s);
     on a GPU, a sentence-transformers model on that device.
     """
-    global _model
+    where = device()
     with _lock:
-        if _model is None:
-            _model = _load(device())
-        return _model
+        if where not in _models:
+            _models[where] = _load(where)
+        return _models[where]
 
 
 def _load(where: str) -> Any:
@@ -233,12 +236,39 @@ def _engine(where: str) -> str:
     return f"{name}, {lib['internal_api']} {lib['version']} {lib.get('architecture') or ''}".strip()
 
 
+#: Trials one encoder serves from which ``auto`` takes a GPU. Below it, importing torch and
+#: starting a CUDA context cost more than the GPU saves: on an H100 machine (16 cores,
+#: 2026-11-26) the GPU started about 9 s later and then saved about 57 ms a trial with one
+#: worker, 7 ms with sixteen (docs/batch.md).
+GPU_MIN_TRIALS = 200
+
+
+def auto_device(trials: int) -> str:
+    """What ``auto`` means for an encoder that serves ``trials`` trials: a GPU only from
+    :data:`GPU_MIN_TRIALS` on (and where torch sees one), else the CPU."""
+    return check_device("auto") if trials >= GPU_MIN_TRIALS else "cpu"
+
+
+@contextlib.contextmanager
+def expecting(trials: int) -> Iterator[None]:
+    """Within the block, this process's encoder expects to serve ``trials`` trials (a Monte Carlo,
+    a sweep's shared encoder); ``auto`` resolves by :func:`auto_device`. Elsewhere it expects one,
+    so a single run, or a sweep worker with an encoder of its own, stays on the CPU."""
+    global _expected
+    before, _expected = _expected, trials
+    try:
+        yield
+    finally:
+        _expected = before
+
+
 def device() -> str:
-    """The device this process encodes on (``SIMCORE_DEVICE`` resolved once; the model need not be loaded)."""
-    global _device
-    if _device is None:
-        _device = check_device(requested_device())
-    return _device
+    """The device this process encodes on (``SIMCORE_DEVICE`` resolved; the model need not be loaded)."""
+    requested, large = requested_device(), _expected >= GPU_MIN_TRIALS
+    where = _devices.get((requested, large))
+    if where is None:
+        where = _devices[requested, large] = auto_device(_expected) if requested == "auto" else check_device(requested)
+    return where
 
 
 def settings() -> dict[str, str]:
@@ -382,7 +412,7 @@ os.register_at_fork(after_in_child=_after_fork)
 
 def preload() -> None:
     """Start loading the model on the encoder thread (returns at once; idempotent)."""
-    if _model is None and _remote is None:
+    if device() not in _models and _remote is None:
         _encoder.submit({})
 
 
@@ -403,7 +433,7 @@ def remote_encoder() -> Any:
 
 def model_loaded() -> bool:
     """Whether this process has loaded an encoder model."""
-    return _model is not None
+    return bool(_models)
 
 
 def encode(texts: Sequence[str]) -> np.ndarray:

@@ -158,7 +158,7 @@ def attach(address: str, authkey: bytes) -> None:
         embeddings.use_remote(RemoteEncoder(address, authkey))
 
 
-def use_service(mode: str, executor: str, address: str | None, embeds: bool) -> bool:
+def use_service(mode: str, executor: str, address: str | None, embeds: bool, trials: int = 1) -> bool:
     """Whether a sweep runs :class:`EncoderService` (the rule docs/batch.md gives).
 
     Args:
@@ -168,6 +168,7 @@ def use_service(mode: str, executor: str, address: str | None, embeds: bool) -> 
             can reach this process; the other executors encode in this process anyway.
         address: A Dask scheduler's address (remote workers: no service).
         embeds: Whether any trial of the sweep embeds texts.
+        trials: The trials the encoder would serve (``auto`` takes a GPU only for enough of them).
 
     Raises:
         ValueError: one line, for an unknown mode.
@@ -181,4 +182,6 @@ def use_service(mode: str, executor: str, address: str | None, embeds: bool) -> 
     from simcore import embeddings
 
     # Resolving auto imports torch only where a GPU driver exists (embeddings.check_device).
-    return embeddings.check_device(embeddings.requested_device()) != "cpu"
+    requested = embeddings.requested_device()
+    where = embeddings.auto_device(trials) if requested == "auto" else embeddings.check_device(requested)
+    return where != "cpu"

@@ -391,3 +391,21 @@ def test_a_cache_of_another_layout_or_damaged_deeper_is_named(tmp_path):
     DiskCache(path, 4).check()
     with pytest.raises(DamagedFile, match="is not a usable embedding cache"):
         DiskCache(path, 4).get_many(ns, [f"{i:064x}" for i in range(5000)])
+
+
+def test_auto_takes_a_gpu_only_for_an_encoder_with_work_enough(monkeypatch):
+    """A single run, or a sweep worker's own encoder, stays on the CPU; a Monte Carlo or a
+    sweep's shared encoder of GPU_MIN_TRIALS trials or more takes the GPU where there is one."""
+    monkeypatch.setattr(embeddings, "check_device", lambda name: "cpu" if name == "cpu" else "cuda")
+    monkeypatch.setattr(embeddings, "_devices", {})
+    monkeypatch.delenv(embeddings.DEVICE_ENV, raising=False)
+    assert embeddings.auto_device(1) == "cpu" and embeddings.auto_device(embeddings.GPU_MIN_TRIALS) == "cuda"
+    assert embeddings.device() == "cpu"
+    with embeddings.expecting(embeddings.GPU_MIN_TRIALS):
+        assert embeddings.device() == "cuda"
+        monkeypatch.setenv(embeddings.DEVICE_ENV, "cpu")
+        assert embeddings.device() == "cpu"  # asked for by name: the size does not matter
+        monkeypatch.setenv(embeddings.DEVICE_ENV, "auto")
+    assert embeddings.device() == "cpu"  # the block is over
+    monkeypatch.setenv(embeddings.DEVICE_ENV, "cuda")
+    assert embeddings.device() == "cuda"  # a single run may ask for the GPU by name

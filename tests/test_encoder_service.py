@@ -197,3 +197,14 @@ def test_pace_splits_worker_time_into_startup_trials_gaps_and_tail() -> None:
     assert report["worker_tail_s_mean"] == pytest.approx(1.5)
     assert report["worker_gaps_s"] == pytest.approx(1.0)  # pid 1's second between its trials
     assert report["workers_that_loaded_a_model"] == 1 and report["worker_processes"] == 2
+
+
+@pytest.mark.parametrize("trials, shared", [(1, False), (embeddings.GPU_MIN_TRIALS - 1, False),
+                                            (embeddings.GPU_MIN_TRIALS, True)])
+def test_auto_shares_a_gpu_only_for_a_sweep_large_enough_to_pay_for_it(
+        monkeypatch: pytest.MonkeyPatch, trials: int, shared: bool) -> None:
+    # A machine whose torch sees a GPU, faked: the rule is what is tested, not CUDA.
+    monkeypatch.setattr(embeddings, "check_device", lambda name: "cpu" if name == "cpu" else "cuda")
+    monkeypatch.delenv(embeddings.DEVICE_ENV, raising=False)
+    assert use_service("auto", "local", None, True, trials=trials) is shared
+    assert use_service("auto", "serial", None, True, trials=trials) is False  # it encodes in this process anyway

@@ -23,6 +23,7 @@ from backends.registry import (
     default_concurrency,
     missing_key,
 )
+from simcore import embeddings
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.executors import (
     EXECUTORS,
@@ -245,7 +246,7 @@ def run_sweep(
     if address and executor != "dask":
         raise ConfigError(f"address: only the dask executor uses a scheduler address (executor is {executor})")
     try:
-        share_encoder = use_service(encoder, executor, address, _embeds(plan, plan.jobs))
+        share_encoder = use_service(encoder, executor, address, _embeds(plan, plan.jobs), trials=len(plan.jobs))
     except ValueError as exc:  # an unknown mode, or a device this machine lacks
         raise ConfigError(str(exc)) from None
     workers = _positive("workers", workers, default=_cpu_count())
@@ -320,10 +321,13 @@ def run_sweep(
         stopped: BaseException | None = None
         service = None
         try:
-            if share_encoder and todo:
-                service = EncoderService(preload=True)
-                ctx = dataclasses.replace(ctx, encoder=(service.address, service.authkey))
-            run_with(executor, ctx, dispatcher, workers=workers, address=address, concurrency=concurrency)
+            # This process's encoder (the shared one, or the serial and asyncio executors') serves
+            # every trial; a pool worker's own encoder expects one, so auto keeps it on the CPU.
+            with embeddings.expecting(len(todo)):
+                if share_encoder and todo:
+                    service = EncoderService(preload=True)
+                    ctx = dataclasses.replace(ctx, encoder=(service.address, service.authkey))
+                run_with(executor, ctx, dispatcher, workers=workers, address=address, concurrency=concurrency)
         except (KeyboardInterrupt, SweepAborted) as exc:
             stopped = exc  # finished trials are safe; write the tables, then re-raise
         finally:
