@@ -42,11 +42,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from simcore.analysis.embed_cache import ENV  # noqa: E402
+from simcore.analysis.embeddings import clear_cache  # noqa: E402
+from simcore.base.records import atomic_write, utc_now  # noqa: E402
 from simcore.batch import plan_sweep, run_sweep  # noqa: E402
-from simcore.embed_cache import ENV  # noqa: E402
-from simcore.embeddings import clear_cache  # noqa: E402
-from simcore.records import atomic_write, utc_now  # noqa: E402
-from simcore.runner import run_trial, write_run  # noqa: E402
+from simcore.runs.runner import run_trial, write_run  # noqa: E402
 
 
 def main() -> None:

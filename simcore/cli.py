@@ -10,7 +10,7 @@ what is allowed, exits with status 2 and writes nothing.
 
 Scenarios with a counterfactual axis also get ``--counterfactual`` (arm A and arm
 B on the same seed) and ``--trials N`` (a Monte Carlo of N trials per arm with
-shared seeds); see :mod:`simcore.counterfactual`.
+shared seeds); see :mod:`simcore.runs.counterfactual`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
 from backends.cassette import check_cassette
+from backends.context import PROBES, probe_window
 from backends.errors import BackendConfigError
+from backends.providers import get_preset, split_model
 from backends.registry import (
     BACKENDS,
     BackendSpec,
@@ -34,7 +36,10 @@ from backends.registry import (
     check_servers,
     spec_from_args,
 )
-from simcore.config import (
+from simcore.analysis import embed_cache, embeddings, plots
+from simcore.analysis.plots import PLOT_LEVELS
+from simcore.analysis.stats import decision_p, interval_text, level_text, verdict
+from simcore.base.config import (
     Config,
     ConfigError,
     _base_type,
@@ -42,11 +47,22 @@ from simcore.config import (
     coerce_field,
     field_types,
 )
-from simcore.quality import summary_lines
-from simcore.records import check_out_dir
-from simcore.rng import MAX_SEED
-from simcore.scenario import Scenario
-from simcore.trace import STREAM_FROM_AGENTS, TRACE_MODES
+from simcore.base.records import check_out_dir
+from simcore.base.rng import MAX_SEED
+from simcore.replies.quality import summary_lines
+from simcore.runs.counterfactual import (
+    MAX_TRIALS,
+    MIN_TRIALS,
+    arm_configs,
+    compared_metrics,
+    run_arms,
+    trial_seeds,
+)
+from simcore.runs.estimate import check_fit, estimate
+from simcore.runs.marks import installed as installed_calibration
+from simcore.runs.runner import build_world, run_trial, write_run
+from simcore.runs.scenario import Scenario
+from simcore.sim.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -116,8 +132,6 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 
 def add_analysis_args(parser: argparse.ArgumentParser) -> None:
     """``--device``, ``--embed-cache`` and ``--plots``: where and how a run's analysis is done."""
-    from simcore.plots import PLOT_LEVELS
-
     group = parser.add_argument_group("analysis")
     group.add_argument(
         "--device", default=None, metavar="auto|cpu|cuda|mps",
@@ -142,8 +156,6 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
     Raises:
         ConfigError: one line naming the flag, before any work is done.
     """
-    from simcore import embed_cache, embeddings, plots
-
     device = getattr(args, "device", None)
     if device is not None:
         try:
@@ -173,8 +185,6 @@ def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
         ConfigError: one line saying what to install, for weights that are not installed.
         DamagedFile: one line naming the cache file and how to go on.
     """
-    from simcore import embed_cache, embeddings
-
     if scenario.embeds is None or not any(scenario.embeds(c) for c in configs):
         return
     try:
@@ -379,11 +389,8 @@ def fit_to_window(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec
 
     Raises:
         ConfigError: when a prompt cannot fit the window even with its history trimmed
-            (:func:`simcore.estimate.check_fit`).
+            (:func:`simcore.runs.estimate.check_fit`).
     """
-    from backends.context import PROBES, probe_window
-    from backends.providers import get_preset, split_model
-    from simcore.estimate import check_fit
 
     opts = spec.options
     if opts.get("context_window") is None and spec.name in PROBES and opts.get("cassette_mode") != "replay":
@@ -405,8 +412,6 @@ def fit_to_window(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
-    from simcore.estimate import estimate
-
     est = estimate(scenario, trials, spec)
     print(json.dumps(est.to_dict(), indent=2, sort_keys=True) if as_json else est.table())
     return 0
@@ -444,8 +449,6 @@ def build_parser(scenario: Scenario, prog: str | None = None) -> OneLineParser:
 
 def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one trial from the command line; returns the exit status."""
-    from simcore.runner import run_trial, write_run
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in scenario.commands:
         return scenario.commands[argv[0]](argv[1:])
@@ -498,8 +501,6 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
     HTTP API; a command whose single trial is a comparison in itself (llm_auction's
     ``compare``, all mechanisms on one seed) passes 1.
     """
-    from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
-
     low = MIN_TRIALS if minimum is None else minimum
     try:
         n = int(value)
@@ -512,9 +513,6 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
-    from simcore.calibrate import installed as installed_calibration
-    from simcore.counterfactual import arm_configs, run_arms, trial_seeds
-    from simcore.runner import build_world
 
     name = scenario.counterfactual[0]  # type: ignore[index]
     try:
@@ -559,8 +557,6 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
 
 def format_arms(summary: dict[str, Any]) -> str:
     """A small table of the compared metrics for the terminal, with the one rule that decides."""
-    from simcore.counterfactual import compared_metrics
-    from simcore.stats import decision_p, interval_text, level_text, verdict
 
     key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
     comparison = summary[key]

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenarios.context_corrosion.api import EXPERIMENT_FIELDS, make_app, parse_body
-from simcore.config import ConfigError
+from simcore.base.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -294,7 +294,7 @@ def test_parse_body_accepts_or_names_the_problem(raw):
 async def _stored_run(out: Path, seed: int = 3) -> Path:
     from scenarios.context_corrosion import SCENARIO
     from scenarios.context_corrosion.config import CorrosionConfig
-    from simcore.runner import run_trial_async, write_run
+    from simcore.runs.runner import run_trial_async, write_run
 
     trial = await run_trial_async(SCENARIO, CorrosionConfig(rounds=1, n_peers=2, metrics=False), seed)
     return write_run(trial, out)
@@ -437,7 +437,7 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
 
 
 def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only_whole_runs(tmp_path):
-    from simcore.readers import read_run
+    from simcore.base.files import read_run
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "scenarios.context_corrosion", "serve", "--port", "0", "--out", str(tmp_path)],

@@ -151,7 +151,7 @@ BUILT_IN = ("context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_co
 
 def kinds_table() -> str:
     """The built-in scenarios' declared kinds, one row per scenario and kind (docs/statistics.md)."""
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     lines = ["| scenario | kind | metrics |", "| --- | --- | --- |"]
     for name in BUILT_IN:

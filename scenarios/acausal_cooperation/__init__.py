@@ -19,7 +19,7 @@ from scenarios.acausal_cooperation.behaviour import make_behaviour
 from scenarios.acausal_cooperation.compare_configs import main as compare_main
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import build
-from simcore.scenario import Null, Scenario
+from simcore.api import Null, Scenario
 
 
 def embeds(cfg: AcausalConfig) -> bool:

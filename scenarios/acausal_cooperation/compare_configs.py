@@ -23,9 +23,9 @@ cooperation in the last round), ``superrationality_score`` its overall score,
 its convergence round (the number of rounds when the trend did not converge).
 
 Intervals: with two trials or more, over trials (the trial is the unit):
-:func:`simcore.stats.describe` with each metric's declared kind
+:func:`simcore.analysis.stats.describe` with each metric's declared kind
 (:data:`~scenarios.acausal_cooperation.analysis.KINDS`). With one trial, the
-shares get the Wilson interval of the run's own count (:func:`simcore.stats.proportion_ci`: final-round games, readable strategies),
+shares get the Wilson interval of the run's own count (:func:`simcore.analysis.stats.proportion_ci`: final-round games, readable strategies),
 which treats games as independent though players repeat; the score and the
 round get none. ``interval`` in each row says which.
 
@@ -45,37 +45,36 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from backends.errors import BackendConfigError
-from backends.registry import BackendSpec
 from scenarios.acausal_cooperation.analysis import KINDS
 from scenarios.acausal_cooperation.config import AcausalConfig
-from simcore.cli import (
+from simcore.api import (
+    BackendConfigError,
+    BackendSpec,
+    ConfigError,
     OneLineParser,
     add_common_args,
     add_config_args,
+    atomic_write,
     backend_spec,
     check_before_work,
+    check_run_id,
+    code_revision,
     config_file,
     config_values,
+    derive_seed,
+    describe,
     fail,
     load_config_file,
+    new_run_id,
+    package_versions,
     parse_seed,
     parse_trials,
     print_estimate,
-)
-from simcore.config import ConfigError
-from simcore.records import (
-    atomic_write,
-    check_run_id,
-    code_revision,
-    new_run_id,
-    package_versions,
+    proportion_ci,
     staged_dir,
     utc_now,
     write_json,
 )
-from simcore.rng import derive_seed
-from simcore.stats import describe, proportion_ci
 
 DEFAULT_CONFIGS = ("baseline", "high_temp", "low_temp")
 #: The original experiment's columns: (column, metric); intervals follow the metric's kind.
@@ -142,8 +141,12 @@ async def run_comparison_async(names: Sequence[str], configs: Sequence[AcausalCo
                                spec: BackendSpec | None = None, progress: bool = False) -> Comparison:
     """Run every config on the same trial seeds, all on one loop."""
     from scenarios.acausal_cooperation import SCENARIO
-    from simcore.progress import progress_bar
-    from simcore.runner import close_backend, run_trial_async, scenario_backend
+    from simcore.api import (
+        close_backend,
+        progress_bar,
+        run_trial_async,
+        scenario_backend,
+    )
 
     spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
@@ -239,7 +242,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 def write_comparison(c: Comparison, rows: Sequence[dict[str, Any]], spec: BackendSpec, out: str | Path,
                      command: str = "") -> Path:
     """Write the comparison directory (see the module docstring); returns its path."""
-    from simcore.runner import write_run
+    from simcore.api import write_run
 
     run_id = check_run_id(f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "acausal_cooperation" / run_id

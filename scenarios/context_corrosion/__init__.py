@@ -17,7 +17,7 @@ from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
 from scenarios.context_corrosion.metrics import KINDS
-from simcore.scenario import Null, ResultEntry, Scenario
+from simcore.api import Null, ResultEntry, Scenario
 
 
 def serve(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 """Analysis of a context-corrosion run: embeddings, the seed's metrics, artifacts.
 
 :func:`analyze` embeds what every agent said (one batched encode per
-trial, through :mod:`simcore.embeddings`) and computes the metrics of
+trial, through :mod:`simcore.analysis.embeddings`) and computes the metrics of
 :mod:`.metrics`. With ``metrics=False`` in the config it skips the embeddings and
 keeps only the reply-level figures, so kernel benchmarks never load the model.
 """
@@ -21,11 +21,7 @@ from scenarios.context_corrosion.metrics import (
     corrosion_metrics,
 )
 from scenarios.context_corrosion.tasks import task
-from simcore.basis import basis, shown
-from simcore.kernel import World
-from simcore.plots import run_plots_wanted
-from simcore.records import write_json
-from simcore.rng import derive_seed
+from simcore.api import World, basis, derive_seed, run_plots_wanted, shown, write_json
 
 STRUCTURED = ("convergence_matrix", "directional_convergence", "lifecycle_entropy", "lifecycle_diversity",
               "metrics_summary")
@@ -38,7 +34,7 @@ def label(cfg: CorrosionConfig) -> str:
 
 def embed(texts: dict[tuple[str, int, str], str]) -> Any:
     """An EmbeddingStore of ``texts``, in one encode call (a vector does not depend on its batch)."""
-    from simcore.embeddings import EmbeddingStore
+    from simcore.api import EmbeddingStore
 
     store = EmbeddingStore()
     store.add_batch(texts.items())
@@ -47,7 +43,7 @@ def embed(texts: dict[tuple[str, int, str], str]) -> Any:
 
 def analyze(world: World, cfg: CorrosionConfig) -> dict[str, Any]:
     """Results: scalar metrics (batch-runner columns), the seed's metric objects, and
-    each metric's basis (how many readable replies it rests on; see :mod:`simcore.basis`)."""
+    each metric's basis (how many readable replies it rests on; see :mod:`simcore.analysis.basis`)."""
     log = world.state.get("log", [])
     finals = [e for e in log if e["phase"] == "final"]
     initials = [e for e in log if e["phase"] == "phase1"]

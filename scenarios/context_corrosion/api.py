@@ -7,7 +7,7 @@ binds 127.0.0.1:8000 by default. Endpoints:
   (``run_counterfactual``); body fields ``task_id`` 0-4, ``temperature`` 0-1,
   ``rounds`` 1-5, ``biased_dominant``, ``run_counterfactual``, ``seed``.
 - ``POST /run-monte-carlo``: ``n_trials`` per arm (the range of ``--trials``:
-  ``MIN_TRIALS`` to ``MAX_TRIALS`` of :mod:`simcore.counterfactual`), arms sharing seeds;
+  ``MIN_TRIALS`` to ``MAX_TRIALS`` of :mod:`simcore.runs.counterfactual`), arms sharing seeds;
   body fields ``task_id``, ``temperature``, ``rounds``, ``n_trials``, ``seed``.
 - ``GET /experiment/{id}``: the full log of a run (``experiment.json``) or the
   summary of a pair or Monte Carlo (``summary.json``).
@@ -16,7 +16,7 @@ binds 127.0.0.1:8000 by default. Endpoints:
 
 Every experiment lands in the run-directory layout (``<out>/context_corrosion/<id>/``),
 so the CLI, replay and the batch tools read API runs too, and stored records are
-read back through :mod:`simcore.readers`. Experiments run one at a time in a
+read back through :mod:`simcore.base.files`. Experiments run one at a time in a
 worker process, so the server keeps answering while one is being computed.
 
 Answers other than 200 (always ``{"error": "<field>: what is wrong", "field": ...}``):
@@ -58,14 +58,24 @@ from typing import Any, Mapping, Sequence
 
 from aiohttp import web
 
-from backends.registry import BackendSpec
-from simcore import quality
-from simcore.config import ConfigError
-from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
-from simcore.readers import OBJECT, TEXT, DamagedFile, parse_json, read_record, read_run
-from simcore.records import RUN_ID, check_run_id, new_run_id
-from simcore.rng import MAX_SEED
-from simcore.scenario import load_scenario
+from simcore.api import (
+    MAX_SEED,
+    MAX_TRIALS,
+    MIN_TRIALS,
+    OBJECT,
+    RUN_ID,
+    TEXT,
+    BackendSpec,
+    ConfigError,
+    DamagedFile,
+    check_run_id,
+    load_scenario,
+    new_run_id,
+    parse_json,
+    quality_warnings,
+    read_record,
+    read_run,
+)
 
 SCENARIO_NAME = "context_corrosion"
 PLOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.png$")
@@ -151,7 +161,7 @@ def error(status: int, message: str, headers: Mapping[str, str] | None = None) -
                              headers=headers)
 
 
-# -- views of stored records (read through simcore.readers) -----------------------
+# -- views of stored records (read through simcore.base.files) -----------------------
 
 def run_view(root: Path, run_id: str) -> dict[str, Any]:
     """A run's seed-style view from its results.json."""
@@ -167,7 +177,7 @@ def run_view(root: Path, run_id: str) -> dict[str, Any]:
         # What each figure rests on, and how the replies were read.
         "basis": res.get("basis"),
         "parse_quality": res.get("parse_quality"),
-        "warnings": quality.warnings(res.get("parse_quality") or {}),
+        "warnings": quality_warnings(res.get("parse_quality") or {}),
         "plots": urls(run_id, res.get("plots")),
     }
 
@@ -252,8 +262,7 @@ def _run_job(job_id: int, kind: str, body: dict[str, Any], out: str, spec: Backe
 
 
 async def _job(job_id: int, kind: str, body: dict[str, Any], out: Path, spec: BackendSpec, name: str) -> dict[str, Any]:
-    from simcore.counterfactual import run_arms_async
-    from simcore.runner import run_trial_async, write_run
+    from simcore.api import run_arms_async, run_trial_async, write_run
 
     def cancelled() -> bool:
         return _CANCEL is not None and _CANCEL.value == job_id
@@ -300,7 +309,7 @@ class Worker:
     def __init__(self) -> None:
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(
-            ["scenarios.context_corrosion", "simcore.counterfactual", "simcore.minilm", "scipy.special",
+            ["scenarios.context_corrosion", "simcore.runs.counterfactual", "simcore.analysis.minilm", "scipy.special",
              "tokenizers", "safetensors.numpy"])
         self.cancel_id = self._ctx.Value("q", 0, lock=False)  # the job the worker is to stop
         self._pool: ProcessPoolExecutor | None = None
@@ -645,7 +654,7 @@ async def serve(host: str, port: int, out: str | Path, spec: BackendSpec, max_qu
 
 def serve_command(argv: Sequence[str]) -> int:
     """``python -m scenarios.context_corrosion serve``."""
-    from simcore.cli import OneLineParser, backend_spec, fail
+    from simcore.api import OneLineParser, backend_spec, fail
 
     parser = OneLineParser(
         prog="python -m scenarios.context_corrosion serve",

@@ -42,10 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import LLMRequest
-from backends.stub import generic_behaviour, keyed_generator
 from scenarios.context_corrosion.tasks import TASKS, Task
-from simcore.agents import HISTORY_HEADER
+from simcore.api import HISTORY_HEADER, LLMRequest, generic_behaviour, keyed_generator
 
 LEVEL_STANCE = (-1.0, -0.5, 0.0, 0.5, 1.0)
 

@@ -9,7 +9,7 @@ Per run, into ``<run dir>/plots/`` (``label`` is run_a or run_b):
 - ``directional_convergence_{label}.png``: initial vs final alignment to D per
   peer, and the signed directional delta.
 
-The Monte Carlo comparison figure is generic: :func:`simcore.plots.comparison_plot`.
+The Monte Carlo comparison figure is generic: :func:`simcore.analysis.plots.comparison_plot`.
 
 Figures are built as :class:`matplotlib.figure.Figure` objects, never through
 pyplot, so plotting holds no global state and is safe from worker threads.
@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from simcore.plots import draw_all
+from simcore.api import draw_all
 
 DPI = 100
 PLOT_FILES = {

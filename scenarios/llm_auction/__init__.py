@@ -18,7 +18,7 @@ from scenarios.llm_auction.behaviour import make_behaviour
 from scenarios.llm_auction.compare import main as compare_main
 from scenarios.llm_auction.config import AuctionConfig
 from scenarios.llm_auction.experiment import build
-from simcore.scenario import Null, Scenario
+from simcore.api import Null, Scenario
 
 SCENARIO = Scenario(
     name="llm_auction",

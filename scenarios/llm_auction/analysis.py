@@ -15,13 +15,20 @@ import numpy as np
 import pandas as pd
 
 from scenarios.llm_auction.config import STYLES, AuctionConfig
-from simcore.basis import basis, shown
-from simcore.counterfactual import generic_compare
-from simcore.kernel import World
-from simcore.metric_kinds import continuous, count, proportion, score
-from simcore.plots import run_plots_wanted
-from simcore.records import atomic_write
-from simcore.stats import describe, proportion_ci
+from simcore.api import (
+    World,
+    atomic_write,
+    basis,
+    continuous,
+    count,
+    describe,
+    generic_compare,
+    proportion,
+    proportion_ci,
+    run_plots_wanted,
+    score,
+    shown,
+)
 
 VIGNETTE_COLUMNS = (
     "mechanism", "seed", "vignette_index", "vignette_id", "title", "consensus", "decision",

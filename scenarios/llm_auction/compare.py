@@ -2,7 +2,7 @@
 
 One run has one mechanism, so the comparison the seed asks for is its own
 command. It runs every mechanism on the same N trial seeds (drawn from ``--seed``
-with :func:`simcore.rng.derive_seed`), so the agents' private views are the same
+with :func:`simcore.base.rng.derive_seed`), so the agents' private views are the same
 across mechanisms within a trial and the differences are paired. It writes one
 directory, atomically::
 
@@ -12,7 +12,7 @@ directory, atomically::
                              per-trial mean with the interval its kind calls for),
                              cost, reward, participation; by style; between
                              mechanisms, every metric of COMPARED for every pair of
-                             mechanisms (paired; simcore.stats), one family: Holm
+                             mechanisms (paired; simcore.analysis.stats), one family: Holm
                              across all metrics x mechanism pairs
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
@@ -35,8 +35,6 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from backends.errors import BackendConfigError
-from backends.registry import BackendSpec
 from scenarios.llm_auction.analysis import (
     COMPARED,
     KINDS,
@@ -46,39 +44,37 @@ from scenarios.llm_auction.analysis import (
     write_tables,
 )
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig
-from simcore.cli import (
+from simcore.api import (
+    BackendConfigError,
+    BackendSpec,
+    ConfigError,
     OneLineParser,
     add_common_args,
     add_config_args,
     backend_spec,
     check_before_work,
+    check_run_id,
+    code_revision,
+    compare_one,
+    decide,
+    derive_seed,
+    describe,
     fail,
+    file_hashes,
+    interval_text,
+    kind_of,
+    level_text,
+    new_run_id,
+    package_versions,
     parse_seed,
     parse_trials,
     print_estimate,
+    proportion_ci,
     resolve_config,
-)
-from simcore.config import ConfigError
-from simcore.metric_kinds import kind_of
-from simcore.records import (
-    check_run_id,
-    code_revision,
-    new_run_id,
-    package_versions,
     staged_dir,
     utc_now,
-    write_json,
-)
-from simcore.rng import derive_seed
-from simcore.runner import file_hashes
-from simcore.stats import (
-    compare_one,
-    decide,
-    describe,
-    interval_text,
-    level_text,
-    proportion_ci,
     verdict,
+    write_json,
 )
 
 ALPHA = 0.05
@@ -112,8 +108,12 @@ async def run_comparison_async(
 ) -> Comparison:
     """Run every mechanism on the same trial seeds; keep the tables of the trials that finished."""
     from scenarios.llm_auction import SCENARIO
-    from simcore.progress import progress_bar
-    from simcore.runner import close_backend, run_trial_async, scenario_backend
+    from simcore.api import (
+        close_backend,
+        progress_bar,
+        run_trial_async,
+        scenario_backend,
+    )
 
     spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
@@ -198,7 +198,7 @@ def statistics(c: Comparison) -> dict[str, Any]:
     rows = decide(pending, family=family, alpha=ALPHA)
     out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED}} for a, b in pairs]
     from scenarios.llm_auction import SCENARIO
-    from simcore.calibrate import annotate
+    from simcore.api import annotate
 
     for p in out:  # the pair the scenario calibrated (its counterfactual) carries the marks
         if {p["a"], p["b"]} == {SCENARIO.counterfactual[1], SCENARIO.counterfactual[2]}:
@@ -226,7 +226,7 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
                                      c.frames["agent_round_results"])
             cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
             participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
-        # Last, so that it vouches for every other file, as a run's manifest does (simcore.readers).
+        # Last, so that it vouches for every other file, as a run's manifest does (simcore.base.files).
         write_json(stage / "manifest.json", {
             "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
             "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
@@ -314,7 +314,7 @@ def parse_mechanisms(value: str) -> list[str]:
 def main(argv: Sequence[str]) -> int:
     """The ``compare`` subcommand; returns the exit status."""
     from scenarios.llm_auction import SCENARIO
-    from simcore.calibrate import installed as installed_calibration
+    from simcore.api import installed as installed_calibration
 
     args = build_parser().parse_args(list(argv))
     try:

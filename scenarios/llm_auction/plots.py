@@ -15,7 +15,7 @@ import pandas as pd
 
 from scenarios.llm_auction.analysis import KINDS
 from scenarios.llm_auction.config import MECHANISMS, STYLES
-from simcore.stats import describe, error_bar, proportion_ci
+from simcore.api import describe, error_bar, proportion_ci
 
 COLOURS = {"auction": "#1f77b4", "free_discussion": "#ff7f0e", "turn_taking": "#2ca02c"}
 

@@ -22,22 +22,24 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from backends.errors import BackendConfigError
-from simcore.cli import (
+from simcore.api import (
+    REUSE,
+    BackendConfigError,
+    ConfigError,
     OneLineParser,
+    Scenario,
     add_common_args,
     add_config_args,
     backend_spec,
     check_before_work,
     fail,
+    load_scenario,
+    operator_help,
+    pair_seeds,
     parse_seed,
     print_estimate,
     resolve_config,
 )
-from simcore.config import ConfigError
-from simcore.perturbation.operators import operator_help
-from simcore.perturbation.pairs import REUSE, pair_seeds
-from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m scenarios.perturbation"
 # The study run with no flags: P1's round-2 message dropped before the others hear it.
@@ -123,7 +125,7 @@ def report_main(argv: Sequence[str]) -> int:
     parser.add_argument("dir", help="runs/perturbation/<study-id> or a sweep directory")
     parser.add_argument("--no-plot", action="store_true", help="skip the plots")
     args = parser.parse_args(argv)
-    from simcore.perturbation.results import PerturbationResults
+    from simcore.api import PerturbationResults
 
     path = Path(args.dir)
     study = (path / "study.json").is_file()
@@ -140,7 +142,7 @@ def report_main(argv: Sequence[str]) -> int:
     out = path if study else path / "perturbation_report"
     files = res.write_tables(out)
     files.update(res.report(out, plots=not args.no_plot))
-    from simcore.perturbation.study import format_summary
+    from simcore.api import format_summary
 
     print(format_summary(res))
     for name, file in files.items():
@@ -169,12 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.perturb = [DEFAULT_PERTURB]
         print(f"the default study: {DEFAULT_SCENARIO} with --perturb {DEFAULT_PERTURB!r} (P1's round-2 "
               "message dropped), one pair; --scenario and --perturb choose another", file=sys.stderr)
-    from simcore.perturbation.study import (
-        cost_record,
-        format_summary,
-        run_study,
-        write_study,
-    )
+    from simcore.api import cost_record, format_summary, run_study, write_study
 
     try:
         if not args.perturb:
@@ -185,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = _count("pairs", args.pairs, 1)
         noise = _count("noise_floor", args.noise_floor, 0)
         if getattr(args, "estimate", False):
-            from simcore.perturbation.study import check_study
+            from simcore.api import check_study
 
             specs, noise_runs = check_study(scenario, config, args.perturb, pairs, seed, noise, spec, args.reuse)
             runs = [(config, s) for s in pair_seeds(seed, pairs)] * (1 + len(specs) + noise_runs)

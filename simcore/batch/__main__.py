@@ -23,6 +23,9 @@ from backends.registry import (
     add_backend_args,
     check_spec,
 )
+from simcore.analysis.plots import summary_plots_wanted
+from simcore.base.config import ConfigError
+from simcore.base.records import check_out_dir
 from simcore.batch.executors import EXECUTORS, SweepAborted
 from simcore.batch.plan import SEED_SCOPES, parse_values
 from simcore.batch.report import finish_command, format_summary
@@ -39,10 +42,7 @@ from simcore.cli import (
     fail,
     parse_seed,
 )
-from simcore.config import ConfigError
-from simcore.plots import summary_plots_wanted
-from simcore.records import check_out_dir
-from simcore.scenario import Scenario, load_scenario
+from simcore.runs.scenario import Scenario, load_scenario
 
 PROG = "python -m simcore.batch"
 

@@ -13,8 +13,13 @@ import sys
 import textwrap
 from typing import Sequence
 
+from simcore.base.config import ConfigError
+from simcore.base.progress import progress_bar
+from simcore.base.records import check_out_dir
+from simcore.capture.study import check_capture, run_capture_study
+from simcore.capture.upstream import make_upstream
 from simcore.cli import OneLineParser, fail, parse_seed
-from simcore.config import ConfigError
+from simcore.perturbation.study import cost_record, format_summary, write_study
 
 PROG = "python -m simcore.capture"
 
@@ -91,11 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the study; returns the exit status."""
     import asyncio
 
-    from simcore.capture.study import check_capture, run_capture_study
-    from simcore.capture.upstream import make_upstream
-    from simcore.perturbation.study import cost_record, format_summary, write_study
-    from simcore.progress import progress_bar
-    from simcore.records import check_out_dir
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

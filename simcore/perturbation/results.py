@@ -19,12 +19,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from simcore import stats
-from simcore.divergence import CATEGORIES, GROUPS, manifestation_group
-from simcore.metric_kinds import score
-from simcore.perturbation.pairs import UNAVAILABLE
-from simcore.readers import OBJECT, read_jsonl, read_manifest, read_record, read_run
-from simcore.records import atomic_write
+from backends.registry import BackendSpec
+from simcore.analysis import stats
+from simcore.analysis.divergence import CATEGORIES, GROUPS, manifestation_group
+from simcore.analysis.metric_kinds import score
+from simcore.analysis.plots import save_figure
+from simcore.base.files import OBJECT, read_jsonl, read_manifest, read_record, read_run
+from simcore.base.records import atomic_write
+from simcore.batch.store import read_definition
+from simcore.perturbation.pairs import UNAVAILABLE, noise_summary
 
 GROUP_ORDER = ("silent_corruption", "behavioral_detours", "combined_disruption", "no_observable_effect")
 # One hue family per group, so the bars read by group first and category second.
@@ -252,9 +255,6 @@ class PerturbationResults:
         Raises:
             ValueError: when the directory holds no finished perturbation pairs.
         """
-        from backends.registry import BackendSpec
-        from simcore.batch.store import read_definition
-        from simcore.perturbation.pairs import noise_summary
 
         sweep_dir = Path(sweep_dir)
         definition = read_definition(sweep_dir) or {}
@@ -347,8 +347,6 @@ def _jitter(n: int) -> np.ndarray:
 
 def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     """Each pair's d_norm per perturbation (points, and a box from 5 pairs on), with the noise floor."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     fig = _figure(len(specs))
     ax = fig.subplots()
@@ -376,8 +374,6 @@ def plot_d_norm(res: PerturbationResults, path: Path) -> None:
 
 def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     """Stacked bars: pairs per manifestation category, per perturbation."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     fig = _figure(len(specs), width=8.5)
     ax = fig.subplots()
@@ -402,8 +398,6 @@ def plot_manifestation(res: PerturbationResults, path: Path) -> None:
 
 def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     """t*_norm of each diverged pair, and where the perturbation first acted (share of the baseline trace)."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     # Constrained, so that the figure's legend gets a row of its own below the axis label.
     fig = _figure(len(specs), layout="constrained")
