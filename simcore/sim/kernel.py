@@ -264,6 +264,9 @@ class World(mesa.Model):
     # agent, that a million-agent world need not pay before anyone asks. A world keeps
     # Mesa's hard references as agents are built and fills those sets, in creation
     # order, the first time they are read; from then on agents register as in Mesa.
+    # NOTE: register_agent, deregister_agent and _agent_sets write Mesa's private
+    # ``Model._agents`` (its hard references) for performance at a million agents:
+    # Mesa's own code inlined here, which is why setup.cfg pins mesa below 3.4.
     _agent_sets_ready = False
 
     def register_agent(self, agent: mesa.Agent) -> None:
@@ -489,6 +492,8 @@ class World(mesa.Model):
         Mesa keeps a class-level agent-id counter per model, which would pin every
         world ever built (run or not) for the life of the process.
         """
+        # NOTE: ``mesa.Agent._ids`` is Mesa's private per-model id counter; dropping this
+        # world's entry is the only way to free it (why setup.cfg pins mesa below 3.4).
         mesa.Agent._ids.pop(self, None)
 
     def run(self, until: float | None = None) -> None:

@@ -36,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from aiohttp import web
 
+    # Deferred on purpose: the app brings aiohttp and jinja2 (heavy), needed only once the arguments are good.
     from simcore.view.app import make_app
 
     async def serve() -> None:
