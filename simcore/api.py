@@ -68,16 +68,13 @@ from simcore.base.records import (
 )
 from simcore.base.rng import MAX_SEED, derive_seed
 from simcore.cli import (
-    OneLineParser,
     add_common_args,
     add_config_args,
     backend_spec,
     check_before_work,
     config_file,
     config_values,
-    fail,
     load_config_file,
-    parse_seed,
     parse_trials,
     print_estimate,
     resolve_config,
@@ -118,6 +115,13 @@ from simcore.replies.schema import (
     text_list,
 )
 from simcore.run import run_scenario
+from simcore.runs.args import (
+    OneLineParser,
+    fail,
+    parse_int,
+    parse_scenario_args,
+    parse_seed,
+)
 from simcore.runs.counterfactual import (
     MAX_TRIALS,
     MIN_TRIALS,
@@ -249,8 +253,10 @@ __all__ = [
     "pair_seeds",
     "parallel",
     "param",
+    "parse_int",
     "parse_json",
     "parse_perturbation",
+    "parse_scenario_args",
     "parse_seed",
     "parse_trials",
     "PerturbationResults",

@@ -15,39 +15,35 @@ from typing import Sequence
 
 from simcore.base.config import ConfigError
 from simcore.base.records import check_out_dir, write_json
-from simcore.cli import (
+from simcore.cli import add_config_args, resolve_config
+from simcore.runs.args import (
     OneLineParser,
-    add_config_args,
     fail,
+    parse_int,
+    parse_scenario_args,
     parse_seed,
-    resolve_config,
     say,
 )
 from simcore.runs.calibration import calibrate_async, format_table, summarize, write
 from simcore.runs.marks import CALIBRATION_FILE, scenario_dir
-from simcore.runs.scenario import load_scenario
+from simcore.runs.scenario import Scenario
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m simcore.calibrate SCENARIO [flags]``."""
+def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLineParser:
+    """The calibrate parser; with a scenario, its config fields become flags too.
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    first = OneLineParser(prog="python -m simcore.calibrate", add_help=False)
-    first.add_argument("scenario", nargs="?")
-    known, _ = first.parse_known_args(argv)
-    scenario = None
-    if known.scenario and not known.scenario.startswith("-"):
-        try:
-            scenario = load_scenario(known.scenario)
-        except ValueError as exc:
-            fail(str(exc))
+    Without ``add_help`` (the first pass, which only looks for the scenario) the
+    scenario argument is optional.
+    """
     parser = OneLineParser(
         prog="python -m simcore.calibrate",
+        add_help=add_help,
         description="Null calibration of a scenario's comparisons: the false-positive rate and the power of "
         "every compared metric under its decision rule, from K Monte Carlos under the scenario's null and K "
         "under its default (stub backend).",
     )
-    parser.add_argument("scenario", help="a scenario name (built-in, entry point or dotted path)")
+    parser.add_argument("scenario", nargs=None if add_help else "?",
+                        help="a scenario name (built-in, entry point or dotted path)")
     parser.add_argument("--trials", default="10", metavar="N", help="trials per arm of each Monte Carlo (default: 10)")
     parser.add_argument("--monte-carlos", default="30", metavar="K",
                         help="Monte Carlos per setting (default: 30)")
@@ -61,14 +57,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress output")
     if scenario is not None:
         add_config_args(parser, scenario.config_type)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m simcore.calibrate SCENARIO [flags]``."""
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    scenario, args = parse_scenario_args(build_parser, argv)
     try:
-        if scenario is None:
-            scenario = load_scenario(args.scenario)
         if scenario.null is None:
             raise ConfigError(f"scenario: {scenario.name} declares no null (Scenario.null); nothing to calibrate")
-        n = _int("trials", args.trials, 2, 1000)
-        k = _int("monte-carlos", args.monte_carlos, 1, 10000)
+        n = parse_int("trials", args.trials, 2, 1000)
+        k = parse_int("monte-carlos", args.monte_carlos, 1, 10000)
         try:
             alpha = float(args.alpha)
         except ValueError:
@@ -112,16 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  CONFOUNDED UNDER THE NULL: {r.metric}: {r.reason}")
     say(f"calibration directory: {final}" + (f" (installed in {scenario_dir(scenario)})" if args.install else ""))
     return 0
-
-
-def _int(name: str, value: str, lo: int, hi: int) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = lo - 1
-    if str(value).strip() != str(n) or not lo <= n <= hi:
-        raise ConfigError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
-    return n
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import os
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NoReturn, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from backends.cassette import check_cassette
 from backends.context import PROBES, probe_window
@@ -48,8 +47,8 @@ from simcore.base.config import (
     field_types,
 )
 from simcore.base.records import check_out_dir
-from simcore.base.rng import MAX_SEED
 from simcore.replies.quality import summary_lines
+from simcore.runs.args import OneLineParser, fail, parse_int, parse_seed, say
 from simcore.runs.counterfactual import (
     MAX_TRIALS,
     MIN_TRIALS,
@@ -63,46 +62,6 @@ from simcore.runs.marks import installed as installed_calibration
 from simcore.runs.runner import build_world, run_trial, write_run
 from simcore.runs.scenario import Scenario
 from simcore.sim.trace import STREAM_FROM_AGENTS, TRACE_MODES
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line on stderr, exit status 2.
-
-    A flag it does not know gets the closest one it does, as a name does
-    (``--rouds``: "did you mean --rounds?"); argparse itself learns this only in Python 3.14.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
-
-    def _suggestion(self, message: str) -> str:
-        head = "unrecognized arguments: "
-        if not message.startswith(head):
-            return ""
-        known = sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
-        guesses = []
-        for token in message.removeprefix(head).split():
-            flag = token.split("=", 1)[0]
-            if flag.startswith("-") and flag not in known:
-                guesses += [(flag, m) for m in difflib.get_close_matches(flag, known, n=1, cutoff=0.7)]
-        if len(guesses) == 1:
-            return f"; did you mean {guesses[0][1]}?"
-        return f"; did you mean {', '.join(f'{m} (for {flag})' for flag, m in guesses)}?" if guesses else ""
-
-
-def say(text: str) -> None:
-    """Print to stdout; a reader that went away (``| head``) ends output quietly."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def fail(message: str) -> NoReturn:
-    """Print a one-line error and exit with status 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -215,19 +174,6 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif tp in (int, float, str):
             group.add_argument(flag, dest=f.name, default=None, metavar=tp.__name__.upper(), help=text)
-
-
-def parse_seed(value: Any) -> int:
-    """Validate a seed: an integer in 0..2**32-1."""
-    try:
-        seed = int(value)
-        if str(value).strip() not in (str(seed), f"+{seed}"):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {value!r}") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {seed}")
-    return seed
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -501,14 +447,7 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
     HTTP API; a command whose single trial is a comparison in itself (llm_auction's
     ``compare``, all mechanisms on one seed) passes 1.
     """
-    low = MIN_TRIALS if minimum is None else minimum
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = low - 1
-    if str(value).strip() != str(n) or not low <= n <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from {low} to {MAX_TRIALS}, got {value!r}")
-    return n
+    return parse_int("trials", value, MIN_TRIALS if minimum is None else minimum, MAX_TRIALS)
 
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:

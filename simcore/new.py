@@ -28,7 +28,7 @@ from typing import Sequence
 
 from simcore.base.config import ConfigError
 from simcore.base.records import staged_dir
-from simcore.cli import OneLineParser, fail
+from simcore.runs.args import OneLineParser, fail
 from simcore.runs.scenario import installed_names
 
 TEMPLATE = Path(__file__).parent / "templates" / "scenario"

@@ -37,8 +37,8 @@ from simcore.base.files import (
     read_manifest,
     read_results,
 )
-from simcore.cli import OneLineParser, fail
 from simcore.perturbation import parse_perturbation
+from simcore.runs.args import OneLineParser, fail
 from simcore.runs.runner import close_backend, run_trial_async
 from simcore.runs.scenario import load_scenario
 from simcore.sim.trace import StreamedTrace, Trace, first_difference

@@ -19,8 +19,8 @@ import json
 import sys
 from typing import Sequence
 
-from simcore.cli import fail, say
 from simcore.cli import main as scenario_main
+from simcore.runs.args import fail, say
 from simcore.runs.scenario import ScenarioNotFound, installed_scenarios, load_scenario
 
 PROG = "python -m simcore.run"

@@ -33,9 +33,10 @@ from simcore.api import (
     backend_spec,
     check_before_work,
     fail,
-    load_scenario,
     operator_help,
     pair_seeds,
+    parse_int,
+    parse_scenario_args,
     parse_seed,
     print_estimate,
     resolve_config,
@@ -105,16 +106,14 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
     return parser
 
 
-def _count(name: str, value: str | None, lo: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = lo - 1
-    if n < lo:
-        raise ConfigError(f"{name}: must be an integer >= {lo}, got {value!r}")
-    return n
+def _perturbable(scenario: Scenario, known: argparse.Namespace) -> None:
+    """Refuse a scenario this command cannot perturb (between the two passes of the parse)."""
+    if scenario.name.startswith("perturbation."):
+        fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
+             f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
+    clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
+    if clash:
+        fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -155,18 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])
-    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
-    try:
-        scenario = load_scenario(known.scenario or DEFAULT_SCENARIO)
-    except ValueError as exc:
-        fail(str(exc))
-    if scenario.name.startswith("perturbation."):
-        fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
-             f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
-    clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
-    if clash:
-        fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
-    args = build_parser(scenario).parse_args(argv)
+    scenario, args = parse_scenario_args(build_parser, argv, default=DEFAULT_SCENARIO, check=_perturbable)
     if args.scenario is None and not args.perturb:
         args.perturb = [DEFAULT_PERTURB]
         print(f"the default study: {DEFAULT_SCENARIO} with --perturb {DEFAULT_PERTURB!r} (P1's round-2 "
@@ -179,8 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
-        pairs = _count("pairs", args.pairs, 1)
-        noise = _count("noise_floor", args.noise_floor, 0)
+        pairs = parse_int("pairs", args.pairs, 1)
+        noise = None if args.noise_floor is None else parse_int("noise_floor", args.noise_floor, 0)
         if getattr(args, "estimate", False):
             from simcore.api import check_study
 

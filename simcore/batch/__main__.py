@@ -42,7 +42,8 @@ from simcore.cli import (
     fail,
     parse_seed,
 )
-from simcore.runs.scenario import Scenario, load_scenario
+from simcore.runs.args import parse_scenario_args
+from simcore.runs.scenario import Scenario
 
 PROG = "python -m simcore.batch"
 
@@ -217,16 +218,7 @@ def resolve_spec(args: argparse.Namespace, stored: dict[str, Any] | None) -> Bac
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the batch command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # First pass: find the scenario (its config fields are the rest of the flags).
-    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
-    scenario = None
-    if known.scenario:
-        try:
-            scenario = load_scenario(known.scenario)
-        except ValueError as exc:
-            fail(str(exc))
-    args = build_parser(scenario).parse_args(argv)
-    assert scenario is not None  # parse_args requires the positional
+    scenario, args = parse_scenario_args(build_parser, argv)
     say = (lambda msg: print(msg, file=sys.stderr))
     out = args.out
     try:

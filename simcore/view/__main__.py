@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from simcore.cli import OneLineParser, fail
+from simcore.runs.args import OneLineParser, fail
 
 DEFAULT_PORT = 8765
 
