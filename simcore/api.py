@@ -46,6 +46,7 @@ from simcore.analysis.stats import (
     verdict,
 )
 from simcore.base.config import Config, ConfigError, check_with, param
+from simcore.base.config_file import config_file, load_config_file
 from simcore.base.files import (
     OBJECT,
     TEXT,
@@ -72,9 +73,7 @@ from simcore.cli import (
     add_config_args,
     backend_spec,
     check_before_work,
-    config_file,
     config_values,
-    load_config_file,
     parse_trials,
     print_estimate,
     resolve_config,
