@@ -4,7 +4,7 @@ For each kind (manifest, trace, results, cassette, embeddings, ledger line, swee
 definition) the file is truncated, emptied, overwritten in part with random
 bytes, or given the wrong schema or types, and then fed to what reads it:
 replay, batch resume, the readers themselves (the HTTP API's damaged records are
-in test_context_corrosion_api.py, config files in test_cli.py). The promise: one
+in test_context_corrosion_service.py, config files in test_cli.py). The promise: one
 line naming the file and the problem, exit status 2 (or, for resume, the trial
 runs again and a note says so), and the damaged files are left exactly as they were.
 """

@@ -1,4 +1,8 @@
-"""The seed's HTTP API for context corrosion, on aiohttp.web.
+"""The HTTP service of context corrosion (the seed's HTTP API), on aiohttp.web.
+
+A web service of this one scenario: it runs its experiments on request. It is not
+simcore's run browser (:mod:`simcore.view`, which reads any run directory), though
+both serve the same run-directory layout.
 
 ``python -m scenarios.context_corrosion serve [--host H] [--port P] [--out DIR]``
 binds 127.0.0.1:8000 by default. Endpoints:
@@ -58,6 +62,7 @@ from typing import Any, Mapping, Sequence
 
 from aiohttp import web
 
+from scenarios.context_corrosion.tasks import TASKS
 from simcore.api import (
     MAX_SEED,
     MAX_TRIALS,
@@ -68,13 +73,19 @@ from simcore.api import (
     BackendSpec,
     ConfigError,
     DamagedFile,
+    OneLineParser,
+    backend_spec,
     check_run_id,
+    fail,
     load_scenario,
     new_run_id,
     parse_json,
     quality_warnings,
     read_record,
     read_run,
+    run_arms_async,
+    run_trial_async,
+    write_run,
 )
 
 SCENARIO_NAME = "context_corrosion"
@@ -262,8 +273,6 @@ def _run_job(job_id: int, kind: str, body: dict[str, Any], out: str, spec: Backe
 
 
 async def _job(job_id: int, kind: str, body: dict[str, Any], out: Path, spec: BackendSpec, name: str) -> dict[str, Any]:
-    from simcore.api import run_arms_async, run_trial_async, write_run
-
     def cancelled() -> bool:
         return _CANCEL is not None and _CANCEL.value == job_id
 
@@ -583,8 +592,6 @@ class Service:
         return web.FileResponse(path)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        from scenarios.context_corrosion.tasks import TASKS
-
         return json_response([t.to_dict() for t in TASKS])
 
     async def health(self, request: web.Request) -> web.Response:
@@ -654,8 +661,6 @@ async def serve(host: str, port: int, out: str | Path, spec: BackendSpec, max_qu
 
 def serve_command(argv: Sequence[str]) -> int:
     """``python -m scenarios.context_corrosion serve``."""
-    from simcore.api import OneLineParser, backend_spec, fail
-
     parser = OneLineParser(
         prog="python -m scenarios.context_corrosion serve",
         description="Serve the context-corrosion HTTP API (POST /run-experiment, POST /run-monte-carlo, "

@@ -18,7 +18,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.context_corrosion.api import EXPERIMENT_FIELDS, make_app, parse_body
+from scenarios.context_corrosion.service import EXPERIMENT_FIELDS, make_app, parse_body
 from simcore.base.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,9 +255,9 @@ async def test_an_oversized_body_gets_413(server):
 
 @pytest.mark.asyncio
 async def test_a_slow_body_gets_408_and_the_server_keeps_answering(server, monkeypatch):
-    import scenarios.context_corrosion.api as api
+    import scenarios.context_corrosion.service as service
 
-    monkeypatch.setattr(api, "BODY_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(service, "BODY_TIMEOUT_S", 5.0)
     base, s, _ = server
     host, port = base.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
@@ -361,7 +361,7 @@ async def _until(predicate, timeout: float) -> bool:
 
 
 def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_answering(tmp_path):
-    from scenarios.context_corrosion.api import SERVICE
+    from scenarios.context_corrosion.service import SERVICE
 
     server, prober = LoopThread(), LoopThread()
     app = make_app(tmp_path, max_queue=2)
