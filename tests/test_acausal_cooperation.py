@@ -844,9 +844,9 @@ def test_experiment_log_tells_the_run_and_is_reproducible(tmp_path: Path) -> Non
 
 
 def compare_main(argv: list[str]) -> int:
-    from scenarios.acausal_cooperation.compare_configs import main
+    from scenarios.acausal_cooperation import compare_command
 
-    return main(argv)
+    return compare_command(argv)
 
 
 def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, capsys) -> None:

@@ -18,6 +18,7 @@ import pytest
 from backends.base import LLMRequest, Message, Usage
 from backends.stub import StubBackend
 from scenarios.llm_auction import SCENARIO
+from scenarios.llm_auction import compare_command as compare_main
 from scenarios.llm_auction.analysis import (
     AGENT_SUMMARY_COLUMNS,
     BID_COLUMNS,
@@ -26,7 +27,6 @@ from scenarios.llm_auction.analysis import (
     VIGNETTE_COLUMNS,
 )
 from scenarios.llm_auction.behaviour import AuctionBehaviour, make_behaviour
-from scenarios.llm_auction.compare import main as compare_main
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig, agent_names
 from scenarios.llm_auction.experiment import Ballot
 from scenarios.llm_auction.vignettes import VIGNETTES

@@ -66,7 +66,7 @@ def runs(tmp_path_factory):
                                "--executor", "serial", "--no-plot", "--no-progress",
                                "--out", str(root / "sweeps" / "s1")]) == 0
     ids["sweep"] = "sweeps/s1"
-    from scenarios.llm_auction.compare import main as compare_main
+    from scenarios.llm_auction import compare_command as compare_main
 
     assert _quiet(compare_main, ["--trials", "2", "--n-agents", "5", "--n-vignettes", "2",
                                  "--out", str(root / "cmp")]) == 0

@@ -42,17 +42,28 @@ only. ``basis`` in the results says what each metric rests on (see
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+import networkx as nx
 import numpy as np
 
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import round_scores
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
-from simcore.api import World, atomic_write, basis, run_plots_wanted, shown, write_json
+from simcore.api import (
+    World,
+    atomic_write,
+    basis,
+    encode,
+    generic_compare,
+    run_plots_wanted,
+    shown,
+    write_json,
+)
 from simcore.api import continuous as continuous_kind
 from simcore.api import count as count_kind
 from simcore.api import proportion as proportion_kind
@@ -100,8 +111,6 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 
 def strategy_similarity(rounds: Sequence[dict[str, Any]]) -> list[float | None]:
     """Per round, the mean pairwise cosine of the readable strategy texts' embeddings."""
-    from simcore.api import encode
-
     readable = [[s for s in rec["strategies"] if not s["parse_error"]] for rec in rounds]
     texts = [s["strategy_text"] for rs in readable for s in rs]
     vecs = encode(texts) if texts else np.zeros((0, 1))
@@ -173,8 +182,6 @@ def defection_triggers(decisions: Sequence[dict[str, Any]]) -> list[dict[str, An
 
 def cooperation_clusters(n: int, games: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[list[int]]:
     """Groups of players linked by pairs whose games were mostly mutual cooperation."""
-    import networkx as nx
-
     per_pair: dict[tuple[int, int], list[bool]] = {}
     for g in games:
         key = (min(g["player1_id"], g["player2_id"]), max(g["player1_id"], g["player2_id"]))
@@ -428,9 +435,6 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
 
     A module-level function rather than a lambda: the batch runner pickles scenarios.
     """
-    # Imported here: it pulls in scipy and the runner, which a plain run does not need yet.
-    from simcore.api import generic_compare
-
     return generic_compare(a, b, names=COMPARED, kinds=KINDS)
 
 
@@ -618,8 +622,7 @@ def _player_labels(players: Sequence[dict[str, Any]]) -> list[str]:
 
 def write_plots(plot_dir: Path, rounds: Sequence[dict[str, Any]], results: dict[str, Any]) -> list[Path]:
     """Cooperation per round, power evolution and the pairwise payoff heat map."""
-    import io
-
+    # Deferred on purpose: matplotlib (heavy) loads only when plots are drawn.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -21,7 +21,15 @@ from scenarios.context_corrosion.metrics import (
     corrosion_metrics,
 )
 from scenarios.context_corrosion.tasks import task
-from simcore.api import World, basis, derive_seed, run_plots_wanted, shown, write_json
+from simcore.api import (
+    EmbeddingStore,
+    World,
+    basis,
+    derive_seed,
+    run_plots_wanted,
+    shown,
+    write_json,
+)
 
 STRUCTURED = ("convergence_matrix", "directional_convergence", "lifecycle_entropy", "lifecycle_diversity",
               "metrics_summary")
@@ -34,8 +42,6 @@ def label(cfg: CorrosionConfig) -> str:
 
 def embed(texts: dict[tuple[str, int, str], str]) -> Any:
     """An EmbeddingStore of ``texts``, in one encode call (a vector does not depend on its batch)."""
-    from simcore.api import EmbeddingStore
-
     store = EmbeddingStore()
     store.add_batch(texts.items())
     return store
@@ -208,6 +214,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: 
     added: dict[str, Any] = {}
     store = world.state.get("embeddings")
     if store is not None:
+        # Deferred on purpose: the plots module brings matplotlib (heavy), needed only when writing.
         from scenarios.context_corrosion.plots import write_run_plots
 
         store.save(run_dir / "embeddings.npz")

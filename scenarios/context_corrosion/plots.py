@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from simcore.api import draw_all
 
@@ -206,8 +207,6 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     for yi, d in zip(y, deltas):
         right.text(d, yi, f" {d:+.3f} ", va="center", ha="left" if d >= 0 else "right", fontsize=9)
     right.set_xlabel("directional delta = final − initial alignment")
-    from matplotlib.patches import Patch
-
     right.legend(
         handles=[Patch(color="#c0392b", label="moved toward D"), Patch(color="#2e86c1", label="moved away from D")],
         fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,

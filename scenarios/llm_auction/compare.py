@@ -35,25 +35,27 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from scenarios.llm_auction.analysis import (
-    COMPARED,
-    KINDS,
-    TABLES,
-    by_style,
-    tables,
-    write_tables,
-)
+from scenarios.llm_auction.analysis import TABLES, by_style, tables, write_tables
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig
+from scenarios.llm_auction.kinds import COMPARED, KINDS
+from scenarios.llm_auction.plots import (
+    correctness_by_mechanism,
+    cost_vs_correctness,
+    participation_by_style,
+)
 from simcore.api import (
     BackendConfigError,
     BackendSpec,
     ConfigError,
     OneLineParser,
+    Scenario,
     add_common_args,
     add_config_args,
+    annotate,
     backend_spec,
     check_before_work,
     check_run_id,
+    close_backend,
     code_revision,
     compare_one,
     decide,
@@ -69,12 +71,18 @@ from simcore.api import (
     parse_seed,
     parse_trials,
     print_estimate,
+    progress_bar,
     proportion_ci,
     resolve_config,
+    run_trial_async,
+    scenario_backend,
     staged_dir,
     utc_now,
     verdict,
     write_json,
+)
+from simcore.api import (
+    installed as installed_calibration,
 )
 
 ALPHA = 0.05
@@ -99,6 +107,7 @@ def trial_seeds(seed: int, n: int) -> list[int]:
 
 
 async def run_comparison_async(
+    scenario: Scenario,
     cfg: AuctionConfig,
     seed: int,
     n_trials: int,
@@ -106,26 +115,19 @@ async def run_comparison_async(
     spec: BackendSpec | None = None,
     progress: bool = False,
 ) -> Comparison:
-    """Run every mechanism on the same trial seeds; keep the tables of the trials that finished."""
-    from scenarios.llm_auction import SCENARIO
-    from simcore.api import (
-        close_backend,
-        progress_bar,
-        run_trial_async,
-        scenario_backend,
-    )
-
+    """Run every mechanism on the same trial seeds (trials of ``scenario``, llm_auction's);
+    keep the tables of the trials that finished."""
     spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
     jobs = [(i, s, m) for i, s in enumerate(seeds) for m in mechanisms]
     # One real backend for all trials, so its concurrency and rate limits and its
     # budget hold for the whole comparison, and a missing key fails before any trial.
-    shared = None if spec.name == "stub" else scenario_backend(SCENARIO, cfg, spec)
+    shared = None if spec.name == "stub" else scenario_backend(scenario, cfg, spec)
     bar = progress_bar(len(jobs), desc="llm_auction compare", unit="trial", disable=not progress)
 
     async def one(s: int, m: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         mcfg = cfg.replace(mechanism=m)
-        trial = await run_trial_async(SCENARIO, mcfg, s, spec, shared)
+        trial = await run_trial_async(scenario, mcfg, s, spec, shared)
         bar.update(1)
         # Keep the results and tables only, so finished worlds can be freed.
         return trial.results, tables(trial.world, mcfg) if trial.status == "ok" else {}
@@ -150,8 +152,11 @@ async def run_comparison_async(
     return Comparison(cfg, seed, seeds, list(mechanisms), frames, pd.DataFrame(rows), results)
 
 
-def statistics(c: Comparison) -> dict[str, Any]:
-    """Per-mechanism figures with CIs, by style, and paired tests between mechanisms."""
+def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
+    """Per-mechanism figures with CIs, by style, and paired tests between mechanisms.
+
+    The pair ``scenario`` calibrated (its counterfactual) carries its calibration marks.
+    """
     vign, rounds, trials = c.frames["vignette_results"], c.frames["agent_round_results"], c.trials
     per_mech: dict[str, Any] = {}
     styles: dict[str, Any] = {}
@@ -197,23 +202,14 @@ def statistics(c: Comparison) -> dict[str, Any]:
     family = (f"comparisons ({len(COMPARED)} metrics x {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'})")
     rows = decide(pending, family=family, alpha=ALPHA)
     out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED}} for a, b in pairs]
-    from scenarios.llm_auction import SCENARIO
-    from simcore.api import annotate
-
     for p in out:  # the pair the scenario calibrated (its counterfactual) carries the marks
-        if {p["a"], p["b"]} == {SCENARIO.counterfactual[1], SCENARIO.counterfactual[2]}:
-            annotate(SCENARIO, p)
+        if {p["a"], p["b"]} == {scenario.counterfactual[1], scenario.counterfactual[2]}:
+            annotate(scenario, p)
     return {"mechanisms": per_mech, "by_style": styles, "pairs": out}
 
 
 def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None) -> Path:
     """Write the comparison directory (see the module docstring); returns its path."""
-    from scenarios.llm_auction.plots import (
-        correctness_by_mechanism,
-        cost_vs_correctness,
-        participation_by_style,
-    )
-
     run_id = check_run_id(run_id or f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "llm_auction" / run_id
     with staged_dir(final) as stage:
@@ -311,11 +307,8 @@ def parse_mechanisms(value: str) -> list[str]:
     return names
 
 
-def main(argv: Sequence[str]) -> int:
-    """The ``compare`` subcommand; returns the exit status."""
-    from scenarios.llm_auction import SCENARIO
-    from simcore.api import installed as installed_calibration
-
+def main(scenario: Scenario, argv: Sequence[str]) -> int:
+    """The ``compare`` subcommand of ``scenario`` (llm_auction's, which passes itself); returns the exit status."""
     args = build_parser().parse_args(list(argv))
     try:
         seed = parse_seed(args.seed)
@@ -327,15 +320,15 @@ def main(argv: Sequence[str]) -> int:
         spec = backend_spec(args)
         if args.estimate:
             runs = [(cfg.replace(mechanism=m), s) for s in trial_seeds(seed, n) for m in mechanisms]
-            return print_estimate(SCENARIO, runs, spec, as_json=args.json)
+            return print_estimate(scenario, runs, spec, as_json=args.json)
         check_before_work(args.out, spec)
-        installed_calibration(SCENARIO)  # a damaged calibration.json is named before any trial runs
+        installed_calibration(scenario)  # a damaged calibration.json is named before any trial runs
         # Worlds are built as trials start, so input that only building can reject
         # (e.g. a missing topology file) fails in the first trial, before any write.
-        c = asyncio.run(run_comparison_async(cfg, seed, n, mechanisms, spec, progress=True))
+        c = asyncio.run(run_comparison_async(scenario, cfg, seed, n, mechanisms, spec, progress=True))
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
-    stats = statistics(c)
+    stats = statistics(c, scenario)
     out = write_comparison(c, stats, args.out)
     if args.json:
         print(json.dumps({**stats, "run_dir": str(out)}, indent=2, sort_keys=True, default=str))

@@ -27,12 +27,16 @@ from simcore.api import (
     BackendConfigError,
     ConfigError,
     OneLineParser,
+    PerturbationResults,
     Scenario,
     add_common_args,
     add_config_args,
     backend_spec,
     check_before_work,
+    check_study,
+    cost_record,
     fail,
+    format_summary,
     operator_help,
     pair_seeds,
     parse_int,
@@ -40,6 +44,8 @@ from simcore.api import (
     parse_seed,
     print_estimate,
     resolve_config,
+    run_study,
+    write_study,
 )
 
 PROG = "python -m scenarios.perturbation"
@@ -124,8 +130,6 @@ def report_main(argv: Sequence[str]) -> int:
     parser.add_argument("dir", help="runs/perturbation/<study-id> or a sweep directory")
     parser.add_argument("--no-plot", action="store_true", help="skip the plots")
     args = parser.parse_args(argv)
-    from simcore.api import PerturbationResults
-
     path = Path(args.dir)
     study = (path / "study.json").is_file()
     try:
@@ -141,8 +145,6 @@ def report_main(argv: Sequence[str]) -> int:
     out = path if study else path / "perturbation_report"
     files = res.write_tables(out)
     files.update(res.report(out, plots=not args.no_plot))
-    from simcore.api import format_summary
-
     print(format_summary(res))
     for name, file in files.items():
         print(f"{name}: {file}")
@@ -159,8 +161,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.perturb = [DEFAULT_PERTURB]
         print(f"the default study: {DEFAULT_SCENARIO} with --perturb {DEFAULT_PERTURB!r} (P1's round-2 "
               "message dropped), one pair; --scenario and --perturb choose another", file=sys.stderr)
-    from simcore.api import cost_record, format_summary, run_study, write_study
-
     try:
         if not args.perturb:
             raise ConfigError(f"perturb: give at least one --perturb SPEC for {scenario.name}")
@@ -170,8 +170,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = parse_int("pairs", args.pairs, 1)
         noise = None if args.noise_floor is None else parse_int("noise_floor", args.noise_floor, 0)
         if getattr(args, "estimate", False):
-            from simcore.api import check_study
-
             specs, noise_runs = check_study(scenario, config, args.perturb, pairs, seed, noise, spec, args.reuse)
             runs = [(config, s) for s in pair_seeds(seed, pairs)] * (1 + len(specs) + noise_runs)
             print("upper bound: every run counted in full (prefix reuse saves the perturbed runs' "

@@ -266,6 +266,7 @@ COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 
 def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
     """``likert.png`` (mean rating per principle, before and after) and ``choices.png``."""
+    # Deferred on purpose: matplotlib (heavy) loads only when plots are drawn.
     import matplotlib
 
     matplotlib.use("Agg")
