@@ -6,12 +6,47 @@ among themselves as it likes): the built-in scenarios do, and
 :data:`__all__`, under :data:`SCENARIO_API_VERSION`. A name leaves or changes only
 with a major version; the modules behind it may move between floors freely.
 
-Groups: configs and their errors; seeds; the kernel, agents, memory, topology and
-protocols; reply fields (``schema``); metric kinds and statistics; the scenario
-value and its loader; trials, runs and comparisons; run files; the command-line
-helpers the built-ins use for their own commands (``compare``, ``serve``); the
-perturbation study that ``perturbation.<scenario>`` drives; and the few backend
-names a scenario touches.
+What it holds, by group (every name of :data:`__all__` is in one):
+
+- Configs: ``Config``, ``ConfigError``, ``param``, ``check_with``, ``config_file``,
+  ``config_values``, ``load_config_file``, ``resolve_config``.
+- Seeds: ``MAX_SEED``, ``derive_seed``.
+- The simulation: ``World``, ``Process``, ``Reply``, ``LLMAgent``, ``HISTORY_HEADER``,
+  ``Message``, ``Memory``, ``FullMemory``, ``RecentMemory``, ``make_memory``, ``render``,
+  ``build`` and ``validate_spec`` (topologies), and the protocols: ``ORDER_POLICIES``,
+  ``Decision``, ``DecisionRule``, ``Majority``, ``Plurality``, ``decision_rule``,
+  ``open_floor``, ``parallel``, ``sealed_bid_auction``, ``speaking_order``,
+  ``speaking_round``, ``tally``, ``vote``.
+- Reply fields: ``amount``, ``choice``, ``confidence``, ``flag``, ``json_example``,
+  ``likert``, ``option``, ``text``, ``text_list``; ``quality_warnings``.
+- Metrics and statistics: ``category``, ``continuous``, ``count``, ``proportion``,
+  ``score``, ``kind_of``, ``describe``, ``compare_metrics``, ``compare_one``,
+  ``decide``, ``decision_p``, ``error_bar``, ``interval_text``, ``level_text``,
+  ``proportion_ci``, ``verdict``, ``basis``, ``shown``, ``EmbeddingStore``, ``encode``,
+  ``draw_all``, ``run_plots_wanted``; calibration marks: ``annotate``, ``installed``.
+- Scenarios and trials: ``SCENARIO_API_VERSION``, ``Scenario``, ``Null``,
+  ``ResultEntry``, ``load_scenario``, ``run_scenario``, ``TrialResult``,
+  ``run_trial_async``, ``run_arms_async``, ``generic_compare``, ``MIN_TRIALS``,
+  ``MAX_TRIALS``, ``scenario_backend``, ``close_backend``, ``write_run``, ``file_hashes``.
+- Run files: ``RUN_ID``, ``OBJECT``, ``TEXT``, ``DamagedFile``, ``parse_json``,
+  ``read_record``, ``read_run``, ``atomic_write``, ``write_json``, ``staged_dir``,
+  ``check_run_id``, ``new_run_id``, ``code_revision``, ``package_versions``,
+  ``utc_now``, ``progress_bar``.
+- Command-line helpers, for a scenario's own commands (the built-ins' ``compare``,
+  ``serve`` and the perturbation study's command line): ``OneLineParser``, ``fail``,
+  ``parse_seed``, ``parse_int``, ``parse_trials``, ``parse_scenario_args``,
+  ``add_common_args``, ``add_config_args``, ``backend_spec``, ``check_before_work``,
+  ``print_estimate``, ``BackendConfigError``.
+- The perturbation study, which ``scenarios.perturbation`` drives (its command and
+  the ``perturbation.<scenario>`` variants) and a scenario rarely needs:
+  ``operator_help``, ``parse_perturbation``, ``REUSE``, ``UNAVAILABLE``, ``SeedRuns``,
+  ``StudyBackend``, ``check_outcome``, ``default_noise_runs``, ``noise_summary``,
+  ``paid_usage``, ``pair_metrics``, ``pair_seeds``, ``rerun_divergence``, ``run_seed``,
+  ``PerturbationResults``, ``check_study``, ``cost_record``, ``format_summary``,
+  ``run_study``, ``write_study``.
+- Backends: ``Backend``, ``LLMRequest``, ``BackendSpec``, ``CASSETTE_FILE``, ``Entry``,
+  ``write_cassette``, ``price_table``, ``usage_cost``, ``generic_behaviour``,
+  ``keyed_generator``.
 """
 
 from __future__ import annotations

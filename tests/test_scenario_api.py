@@ -263,3 +263,10 @@ def test_every_framework_name_the_built_in_scenarios_import_is_in_the_newest_pub
                 outside += [f"{path.name}: {node.module}:{a.name}" for a in node.names
                             if node.module != "simcore.api" or a.name not in published]
     assert not outside, f"scenarios import framework names outside the published simcore.api: {outside}"
+
+
+def test_the_api_module_docstring_places_every_exported_name_in_a_group():
+    groups = api.__doc__.partition("What it holds, by group")[2]
+    listed = re.findall(r"``([A-Za-z_][A-Za-z0-9_]*)``", groups)
+    assert sorted(set(api.__all__) - set(listed)) == []
+    assert len(listed) == len(set(listed)), "a name listed in two groups"
