@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 
 from backends.registry import BackendSpec
+from simcore.analysis import plots as figures
 from simcore.analysis import stats
 from simcore.analysis.divergence import CATEGORIES, GROUPS, manifestation_group
 from simcore.analysis.metric_kinds import score
-from simcore.analysis.plots import save_figure
 from simcore.base.files import OBJECT, read_jsonl, read_manifest, read_record, read_run
 from simcore.base.records import atomic_write
 from simcore.batch.store import read_definition
@@ -369,7 +369,8 @@ def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     ax.set_title(f"{res.definition.get('scenario')}: trace divergence per pair")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    save_figure(fig, path, tight=True)
+    # (through the module: save_figure is looked up per call, and tests replace it)
+    figures.save_figure(fig, path, tight=True)
 
 
 def plot_manifestation(res: PerturbationResults, path: Path) -> None:
@@ -393,7 +394,7 @@ def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
               title="category", title_fontsize="small", labelspacing=0.9)
-    save_figure(fig, path, tight=True)
+    figures.save_figure(fig, path, tight=True)
 
 
 def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
@@ -426,4 +427,4 @@ def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     if ax.get_legend_handles_labels()[0]:
         # Below the axis label, not on it: the figure's legend gets its own row.
         fig.legend(fontsize="small", loc="outside lower center", ncols=2, frameon=False)
-    save_figure(fig, path, tight=True)
+    figures.save_figure(fig, path, tight=True)
