@@ -45,7 +45,11 @@ from simcore.base.config import (
     coerce_field,
     field_types,
 )
-from simcore.base.config_file import config_file, load_config_file, shipped_configs  # noqa: F401 (shipped_configs: re-exported, the 3.x docs named simcore.cli.shipped_configs)
+from simcore.base.config_file import (
+    config_file,
+    load_config_file,
+    shipped_configs,  # noqa: F401 (re-exported: the 3.x docs named it here)
+)
 from simcore.base.records import check_out_dir
 from simcore.replies.quality import summary_lines
 from simcore.runs.args import OneLineParser, fail, parse_int, parse_seed, say
