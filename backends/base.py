@@ -87,7 +87,7 @@ class LLMRequest:
         if cached is None:
             schema = self.schema
             if schema is not None:
-                # Schemas from simcore.schema.json_schema carry their canonical JSON.
+                # Schemas from simcore.replies.schema.json_schema carry their canonical JSON.
                 schema = getattr(schema, "canonical", None) or canonical_json(schema)
             head = (
                 f"{self.model!r}|{self.max_tokens}|{self.temperature!r}|{self.seed}|"

@@ -42,7 +42,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     from scenarios.acausal_cooperation import SCENARIO
-    from simcore.runner import run_trial_async, write_run
+    from simcore.runs.runner import run_trial_async, write_run
     import_s = time.perf_counter() - t0
 
     cfg_off = SCENARIO.config_type(embeddings=False)

@@ -40,9 +40,9 @@ OUT = ROOT / "benchmarks" / "results" / "bench_analysis.json"
 
 CHILD = r'''
 import json, sys, time
-from simcore import embeddings
-from simcore.counterfactual import run_arms
-from simcore.scenario import load_scenario
+from simcore.analysis import embeddings
+from simcore.runs.counterfactual import run_arms
+from simcore.runs.scenario import load_scenario
 from backends.registry import BackendSpec
 
 args = json.loads(sys.argv[1])
@@ -64,7 +64,7 @@ config = scenario.config_type.from_mapping(args["fields"])
 spec = BackendSpec(**args["spec"]) if args.get("spec") else None
 start = time.perf_counter()
 import inspect
-from simcore.counterfactual import run_arms_async
+from simcore.runs.counterfactual import run_arms_async
 # as the command line does (older code has no such switch)
 extra = {"plot_processes": True} if "plot_processes" in inspect.signature(run_arms_async).parameters else {}
 run_arms(scenario, config, 42, n_trials=args["trials"], spec=spec, out=args["out"], progress=False, **extra)
@@ -110,7 +110,7 @@ def split_check(runs: Path) -> dict:
     from sklearn.cluster import KMeans
 
     from scenarios.context_corrosion.metrics import best_split
-    from simcore.embeddings import EmbeddingStore
+    from simcore.analysis.embeddings import EmbeddingStore
 
     def sum_of_squares(points: np.ndarray, mask: np.ndarray) -> float:
         return sum(float(((c - c.mean(axis=0)) ** 2).sum()) for c in (points[mask], points[~mask]))

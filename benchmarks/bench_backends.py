@@ -51,10 +51,10 @@ from scenarios.context_corrosion.experiment import (  # noqa: E402
     system_prompt,
 )
 from scenarios.context_corrosion.tasks import task  # noqa: E402
-from simcore.kernel import run_worlds  # noqa: E402
-from simcore.rng import derive_seed  # noqa: E402
-from simcore.runner import build_world  # noqa: E402
-from simcore.schema import json_schema  # noqa: E402
+from simcore.base.rng import derive_seed  # noqa: E402
+from simcore.replies.schema import json_schema  # noqa: E402
+from simcore.runs.runner import build_world  # noqa: E402
+from simcore.sim.kernel import run_worlds  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "bench_backends.json"
 NOTE = ("fixed-latency waves of the same dependency structure, FIFO or narrowest step first; "

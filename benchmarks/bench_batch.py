@@ -44,11 +44,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from simcore.analysis.embed_cache import ENV  # noqa: E402
+from simcore.analysis.embeddings import DEVICE_ENV, clear_cache, missing_gpu_packages  # noqa: E402
+from simcore.base.records import atomic_write, utc_now  # noqa: E402
 from simcore.batch import VOLATILE_COLUMNS, plan_sweep, run_sweep  # noqa: E402
-from simcore.embed_cache import ENV  # noqa: E402
-from simcore.embeddings import DEVICE_ENV, clear_cache, missing_gpu_packages  # noqa: E402
-from simcore.records import atomic_write, utc_now  # noqa: E402
-from simcore.runner import run_trial, write_run  # noqa: E402
+from simcore.runs.runner import run_trial, write_run  # noqa: E402
 
 
 def cores() -> int:

@@ -8,7 +8,7 @@ protocol, the trace and its hash, the analysis), by timing the same trials with
 each of the two pieces taken out:
 
 - ``as_shipped``: nothing changed;
-- ``bare_reader``: ``simcore.kernel.read_reply`` replaced by ``json.loads`` and
+- ``bare_reader``: ``simcore.sim.kernel.read_reply`` replaced by ``json.loads`` and
   the schema's constructor, none of the reader's checks;
 - ``replayed_stance``: the stance model's replies looked up by request digest in
   a table recorded from the model in the same process, not computed;
@@ -55,7 +55,7 @@ def _trials(trials: int) -> list[tuple[str, int]]:
     from backends.registry import BackendSpec
     from scenarios.context_corrosion import SCENARIO
     from scenarios.context_corrosion.config import CorrosionConfig
-    from simcore.runner import run_trial_async
+    from simcore.runs.runner import run_trial_async
 
     cfg = CorrosionConfig().replace(metrics=False)
 
@@ -82,7 +82,7 @@ def window(trials: int) -> dict:
 
 
 def _bare_read(text: str, schema: type, **_: object):
-    from simcore.reading import Reading
+    from simcore.replies.reading import Reading
 
     return Reading(schema(**json.loads(text)), "json")
 
@@ -92,7 +92,7 @@ def child(variant: str, trials: int) -> dict:
     from bench_kernel import corrosion_calls_per_second
 
     import scenarios.context_corrosion.behaviour as behaviour
-    from simcore import kernel
+    from simcore.sim import kernel
 
     real_read, real_model = kernel.read_reply, behaviour.CorrosionBehaviour.__call__
     if variant in ("bare_reader", "both"):

@@ -5,7 +5,7 @@ on the CPU), metrics, four plots per trial, the run directories, and the group
 summary with its comparison figure. Reports the wall time and where it goes:
 
 - ``model_load_s``: loading the model (on the CPU, the numpy encoder);
-- ``encoding_s``: inside ``simcore.embeddings.encode``, summed over the trials'
+- ``encoding_s``: inside ``simcore.analysis.embeddings.encode``, summed over the trials'
   analysis threads, which wait on the one encoder side by side: it can exceed
   the wall time;
 - ``metrics_s``: the metric functions (cosines, the exact k=2 split);
@@ -37,10 +37,10 @@ START = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.context_corrosion import SCENARIO, analysis, plots  # noqa: E402
-from simcore import embeddings  # noqa: E402
-from simcore import plots as shared_plots  # noqa: E402
-from simcore.counterfactual import run_arms, trial_seeds  # noqa: E402
-from simcore.runner import run_trial_async  # noqa: E402
+from simcore.analysis import embeddings  # noqa: E402
+from simcore.analysis import plots as shared_plots  # noqa: E402
+from simcore.runs.counterfactual import run_arms, trial_seeds  # noqa: E402
+from simcore.runs.runner import run_trial_async  # noqa: E402
 
 TIMES: dict[str, float] = {"encoding_s": 0.0, "metrics_s": 0.0, "plots_s": 0.0}
 COUNTS: dict[str, int] = {"encode_calls": 0, "texts_encoded": 0, "plot_files": 0}  # encoded = cache misses

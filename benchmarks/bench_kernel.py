@@ -67,7 +67,7 @@ def corrosion_calls_per_second(trials: int, behaviour: bool = True) -> dict:
     from backends.stub import StubBackend
     from scenarios.context_corrosion import SCENARIO
     from scenarios.context_corrosion.config import CorrosionConfig
-    from simcore.runner import run_trial_async
+    from simcore.runs.runner import run_trial_async
 
     cfg = CorrosionConfig()
     if "metrics" in {f for f in CorrosionConfig.__dataclass_fields__}:
@@ -104,9 +104,9 @@ n = int(sys.argv[1])
 traced = sys.argv[3] == "traced"
 from backends.stub import StubBackend
 from simcore import LLMAgent, World
-from simcore.protocols import parallel, speaking_round
-from simcore.topology import small_world
-from simcore.trace import StreamedTrace, streams
+from simcore.sim.protocols import parallel, speaking_round
+from simcore.sim.topology import small_world
+from simcore.sim.trace import StreamedTrace, streams
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if traced:
     tracemalloc.start()

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from backends.llamacpp import llama_server, model_path  # noqa: E402
 from backends.registry import BackendSpec  # noqa: E402
-from simcore.records import write_json  # noqa: E402
-from simcore.runner import run_trial_async, write_run  # noqa: E402
-from simcore.scenario import load_scenario  # noqa: E402
+from simcore.base.records import write_json  # noqa: E402
+from simcore.runs.runner import run_trial_async, write_run  # noqa: E402
+from simcore.runs.scenario import load_scenario  # noqa: E402
 
 # Small worlds that keep each scenario's default token budgets.
 CONFIGS: dict[str, dict[str, Any]] = {

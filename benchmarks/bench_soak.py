@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.registry import BackendSpec  # noqa: E402
+from simcore.base.records import atomic_write, utc_now  # noqa: E402
 from simcore.batch import estimate_cost, plan_sweep, run_sweep  # noqa: E402
-from simcore.records import atomic_write, utc_now  # noqa: E402
 
 KINDS = ("429", "500", "503", "malformed", "drop")
 PRICES = {"fake-1": {"input": 1.0, "output": 2.0}}  # USD per million tokens

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
-from simcore.records import write_json  # noqa: E402
-from simcore.trace import Trace  # noqa: E402
+from simcore.base.records import write_json  # noqa: E402
+from simcore.sim.trace import Trace  # noqa: E402
 from simcore.view.app import make_app  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "bench_view.json"

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from backends.llamacpp import MODELS, llama_server, model_path  # noqa: E402
 from simcore.cli import main as run_cli  # noqa: E402
-from simcore.scenario import load_scenario  # noqa: E402
+from simcore.runs.scenario import load_scenario  # noqa: E402
 from tests.corpus.real import capture  # noqa: E402
 
 # Small worlds, as command-line flags of each scenario; --extra adds to them.

@@ -28,7 +28,7 @@ prepare() {
 import shutil, sys
 from pathlib import Path
 from safetensors.numpy import load_file, save_file
-from simcore.embeddings import model_path
+from simcore.analysis.embeddings import model_path
 src, dst = Path(model_path()), Path(sys.argv[1])
 for f in src.rglob("*"):
     if f.is_file() and f.name != "model.safetensors" and not f.name.endswith((".bin", ".onnx", ".h5", ".ot")):

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from backends.fake_server import FakeServer  # noqa: E402
 from backends.registry import BackendSpec  # noqa: E402
-from simcore.records import write_json  # noqa: E402
-from simcore.runner import run_trial_async  # noqa: E402
-from simcore.scenario import load_scenario  # noqa: E402
+from simcore.base.records import write_json  # noqa: E402
+from simcore.runs.runner import run_trial_async  # noqa: E402
+from simcore.runs.scenario import load_scenario  # noqa: E402
 from tests.test_reading_e2e import CHECKS, RUNS, fake_config  # noqa: E402
 
 SEEDS = (1, 2, 3)

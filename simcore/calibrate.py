@@ -1,385 +1,49 @@
-"""Null calibration: how often each compared metric "finds" an effect where there is none.
+"""``python -m simcore.calibrate SCENARIO [flags]``: null calibration of a scenario's comparisons.
 
-``python -m simcore.calibrate SCENARIO [--trials N] [--monte-carlos K] [flags]`` runs K
-Monte Carlos under the scenario's null (:class:`~simcore.scenario.Null`: the setting
-in which its treatment has no effect) and K under its default, each of N trials per
-arm, and applies the comparison's one decision rule (:func:`simcore.stats.decision_rule`)
-to every compared metric. Per metric it reports:
-
-- the **false-positive rate**: the share of null Monte Carlos the rule calls
-  significant, with a Wilson 95% interval;
-- the **power**: the same share under the default setting.
-
-A metric whose false-positive interval lies wholly above the significance level is
-**confounded under the null**: it differs between the arms even when the treatment
-does nothing, so a "significant" result on it says nothing about the treatment.
-``--install`` writes the figures beside the scenario (``calibration.json`` in its
-package), and every comparison of that scenario marks such metrics, with the reason
-(terminal, ``summary.json``, plots, the HTTP API).
-
-For a scenario without a counterfactual, the null names per-trial *effects*
-(metrics that are 0 when nothing happens); a Monte Carlo tests each against 0
-(the sign-flip test, as for paired differences, Holm-adjusted across them).
-
-Outputs (``<out>/calibration/<scenario>-<id>/``): ``calibration.json``,
-``calibration.csv`` (one row per metric and setting), ``monte_carlos.csv`` (one row
-per Monte Carlo and metric) and ``plots/calibration.png``.
+The command line of :mod:`simcore.runs.calibration` (what it computes and writes is
+described there); ``--install`` writes the result beside the scenario
+(:mod:`simcore.runs.marks`), where its comparisons read it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import csv
-import hashlib
-import inspect
-import io
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
-from backends.base import canonical_json
-from backends.registry import BackendSpec
-from simcore import stats
-from simcore.config import Config, ConfigError
-from simcore.readers import read_calibration
-from simcore.records import (
-    atomic_write,
-    check_out_dir,
-    code_revision,
-    staged_dir,
-    utc_now,
-    write_json,
+from simcore.base.config import ConfigError
+from simcore.base.records import check_out_dir, write_json
+from simcore.cli import add_config_args, resolve_config
+from simcore.runs.args import (
+    OneLineParser,
+    fail,
+    parse_int,
+    parse_scenario_args,
+    parse_seed,
+    say,
 )
-from simcore.rng import derive_seed
-from simcore.scenario import Scenario
-
-SETTINGS = ("null", "default")
-CALIBRATION_FILE = "calibration.json"
+from simcore.runs.calibration import calibrate_async, format_table, summarize, write
+from simcore.runs.marks import CALIBRATION_FILE, scenario_dir
+from simcore.runs.scenario import Scenario
 
 
-@dataclass(frozen=True)
-class MetricCalibration:
-    """One metric's calibration.
+def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLineParser:
+    """The calibrate parser; with a scenario, its config fields become flags too.
 
-    Attributes:
-        metric: The compared metric.
-        n_null, n_default: Monte Carlos in which the rule could decide (the metric was defined).
-        false_positives: Null Monte Carlos called significant.
-        fp_rate, fp_low, fp_high: Their share and its Wilson 95% interval.
-        detections, power, power_low, power_high: Likewise under the default setting.
-        confounded: The false-positive interval lies wholly above alpha.
-        reason: Why it is marked (the measured rate, and a known cause if the scenario names one).
+    Without ``add_help`` (the first pass, which only looks for the scenario) the
+    scenario argument is optional.
     """
-
-    metric: str
-    n_null: int
-    false_positives: int
-    fp_rate: float | None
-    fp_low: float | None
-    fp_high: float | None
-    n_default: int
-    detections: int
-    power: float | None
-    power_low: float | None
-    power_high: float | None
-    confounded: bool
-    reason: str | None
-
-
-async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trials: int,
-                          spec: BackendSpec, alpha: float) -> dict[str, dict[str, Any]]:
-    """One Monte Carlo: per compared metric, whether the decision rule calls it significant.
-
-    Returns:
-        {metric: {"significant": bool | None, "delta": float | None, "p": float | None}}.
-    """
-    from simcore.counterfactual import arm_configs, compare_arms, trial_seeds
-    from simcore.runner import run_trial_async
-
-    seeds = trial_seeds(seed, n_trials)
-    if scenario.counterfactual is not None:
-        arms = arm_configs(scenario, config)
-        trials = await asyncio.gather(*(run_trial_async(scenario, c, s, spec) for c in arms for s in seeds))
-        ok = [i for i in range(n_trials) if trials[i].status == trials[n_trials + i].status == "ok"]
-        a = [trials[i].results for i in ok]
-        b = [trials[n_trials + i].results for i in ok]
-        if len(ok) < 2:
-            return {}
-        diff = compare_arms(scenario, a, b)["difference_summary"]
-        return {
-            m: {"significant": called(d), "delta": d.get("delta_mean"), "p": stats.decision_p(d)}
-            for m, d in diff.items() if isinstance(d, dict) and "delta_mean" in d
-        }
-    effects = scenario.null.effects if scenario.null else ()
-    trials = await asyncio.gather(*(run_trial_async(scenario, config, s, spec) for s in seeds))
-    rows = [t.results.get("metrics", {}) for t in trials if t.status == "ok"]
-    return effect_tests(rows, effects, alpha, seed=seed)
-
-
-def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float,
-                 seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Each effect tested against 0 (the sign-flip test, as for paired differences),
-    Holm-adjusted across the effects; an effect that is 0 in every trial is not tested."""
-    zero = [{m: 0.0 if r.get(m) is not None else None for m in effects} for r in rows]
-    diff = stats.compare_metrics(rows, zero, list(effects), paired_samples=True, seed=seed, alpha=alpha)
-    return {m: {"significant": called(d), "delta": d["delta_mean"], "p": d["p_adjusted"]} for m, d in diff.items()}
-
-
-def called(entry: Mapping[str, Any]) -> bool | None:
-    """Whether the rule called a compared metric significant; a metric equal in every
-    pair was decided too (nothing differs), one without enough data was not (None)."""
-    if entry.get("significant") is None and entry.get("equal_in_every_pair"):
-        return False
-    return entry.get("significant")
-
-
-async def calibrate_async(scenario: Scenario, config: Config, *, seed: int, n_trials: int, monte_carlos: int,
-                          spec: BackendSpec | None = None, alpha: float = 0.05,
-                          progress: Any = None) -> dict[str, list[dict[str, dict[str, Any]]]]:
-    """Every Monte Carlo of both settings: {setting: [per-metric outcome of each Monte Carlo]}."""
-    if scenario.null is None:
-        raise ConfigError(f"scenario: {scenario.name} declares no null; nothing to calibrate against")
-    spec = spec or BackendSpec()
-    configs = {"null": config.replace(**dict(scenario.null.config)), "default": config}
-    out: dict[str, list[dict[str, dict[str, Any]]]] = {s: [] for s in SETTINGS}
-    for k in range(monte_carlos):
-        for setting in SETTINGS:
-            mc_seed = derive_seed(seed, f"calibrate.{k}")  # the same seeds under both settings
-            out[setting].append(await one_monte_carlo(scenario, configs[setting], mc_seed, n_trials, spec, alpha))
-            if progress is not None:
-                progress(1)
-    return out
-
-
-def summarize(scenario: Scenario, outcomes: Mapping[str, list[dict[str, dict[str, Any]]]],
-              alpha: float) -> list[MetricCalibration]:
-    """Per metric: false-positive rate and power with Wilson intervals, and the confounded mark."""
-    metrics = sorted({m for mcs in outcomes.values() for mc in mcs for m in mc})
-    notes = scenario.null.notes if scenario.null else {}
-    out = []
-    for m in metrics:
-        figures = {}
-        for setting in SETTINGS:
-            decided = [mc[m]["significant"] for mc in outcomes[setting] if m in mc and mc[m]["significant"] is not None]
-            k, n = sum(decided), len(decided)
-            lo, hi = stats.proportion_ci(k, n)
-            figures[setting] = (n, k, k / n if n else None, lo, hi)
-        n0, k0, r0, lo0, hi0 = figures["null"]
-        confounded = lo0 is not None and lo0 > alpha
-        reason = None
-        if confounded:
-            reason = f"{k0} of {n0} null Monte Carlos significant ({r0:.0%}, 95% CI {lo0:.0%}-{hi0:.0%})"
-            if m in notes:
-                reason += f": {notes[m]}"
-        n1, k1, r1, lo1, hi1 = figures["default"]
-        out.append(MetricCalibration(m, n0, k0, r0, lo0, hi0, n1, k1, r1, lo1, hi1, confounded, reason))
-    return out
-
-
-# -- files -------------------------------------------------------------------
-
-def installed(scenario: Scenario) -> dict[str, Any] | None:
-    """The calibration installed beside a scenario (``--install``), or None if there is none.
-
-    Raises:
-        DamagedFile: when the installed file is damaged (its marks must not vanish silently).
-    """
-    path = scenario_dir(scenario) / CALIBRATION_FILE
-    return read_calibration(path) if path.is_file() else None
-
-
-def scenario_dir(scenario: Scenario) -> Path:
-    """The directory of the package that defines the scenario."""
-    module = inspect.getmodule(scenario.build)
-    return Path(inspect.getfile(module)).parent if module is not None else Path(".")
-
-
-def annotate(scenario: Scenario, difference_summary: dict[str, Any]) -> dict[str, Any]:
-    """Add each compared metric's installed calibration to a comparison (in place; returned).
-
-    Every metric that calibration found confounded under the null gets
-    ``calibration.confounded`` and its reason, which every output of the comparison shows.
-    """
-    data = installed(scenario)
-    if not data:
-        return difference_summary
-    where = f"calibrated {data.get('written', '')[:10]}, {data.get('monte_carlos')} Monte Carlos of " \
-            f"{data.get('trials')} trials per arm"
-    for row in data["metrics"]:
-        entry = difference_summary.get(row["metric"])
-        if isinstance(entry, dict):
-            entry["calibration"] = {
-                "false_positive_rate": row["fp_rate"], "fp_ci": [row["fp_low"], row["fp_high"]],
-                "power": row["power"], "power_ci": [row["power_low"], row["power_high"]],
-                "confounded": row["confounded"], "reason": row["reason"], "where": where,
-            }
-    return difference_summary
-
-
-def tables(outcomes: Mapping[str, list[dict[str, dict[str, Any]]]], rows: Sequence[MetricCalibration]) -> tuple[str, str]:
-    """``calibration.csv`` (metric x setting) and ``monte_carlos.csv`` (Monte Carlo x metric)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["metric", "setting", "n_monte_carlos", "significant", "rate", "ci_low", "ci_high", "confounded"])
-    for r in rows:
-        w.writerow([r.metric, "null", r.n_null, r.false_positives, r.fp_rate, r.fp_low, r.fp_high, r.confounded])
-        w.writerow([r.metric, "default", r.n_default, r.detections, r.power, r.power_low, r.power_high, r.confounded])
-    mcs = io.StringIO()
-    w = csv.writer(mcs, lineterminator="\n")
-    w.writerow(["setting", "monte_carlo", "metric", "significant", "delta", "p"])
-    for setting, runs in outcomes.items():
-        for k, mc in enumerate(runs):
-            for m, o in sorted(mc.items()):
-                w.writerow([setting, k, m, o["significant"], o["delta"], o["p"]])
-    return buf.getvalue(), mcs.getvalue()
-
-
-def plot(rows: Sequence[MetricCalibration], alpha: float, title: str, path: Path) -> None:
-    """False-positive rate and power per metric, with their Wilson intervals and alpha."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    from simcore.plots import save_figure
-
-    names = [r.metric for r in rows]
-    y = np.arange(len(rows))
-    fig = Figure(figsize=(10, 1.2 + 0.45 * max(1, len(rows))), layout="constrained")
-    left, right = fig.subplots(1, 2, sharey=True)
-    for ax, key, label, colour in ((left, "fp", "false-positive rate under the null", "#c0392b"),
-                                   (right, "power", "power under the default", "#2e86c1")):
-        rate = [getattr(r, "fp_rate" if key == "fp" else "power") for r in rows]
-        lo = [getattr(r, f"{key}_low") for r in rows]
-        hi = [getattr(r, f"{key}_high") for r in rows]
-        for yi, v, a, b in zip(y, rate, lo, hi):
-            if v is None:
-                ax.text(0.02, yi, "n/a", va="center", fontsize=8)
-                continue
-            ax.errorbar(v, yi, xerr=[[max(0.0, v - a)], [max(0.0, b - v)]], fmt="o", color=colour, capsize=3)
-        ax.axvline(alpha, color="black", lw=0.8, ls="--", label=f"alpha = {alpha:g}")
-        ax.set_xlim(-0.02, 1.02)
-        ax.set_xlabel(label)
-        ax.grid(axis="x", alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    left.set_yticks(y, [f"{n}  (CONFOUNDED)" if r.confounded else n for n, r in zip(names, rows)], fontsize=8)
-    left.invert_yaxis()
-    fig.suptitle(title, fontsize=10)
-    save_figure(fig, path)
-
-
-def write(out: Path, scenario: Scenario, config: Config, args: Mapping[str, Any],
-          outcomes: Mapping[str, list[dict[str, dict[str, Any]]]], rows: Sequence[MetricCalibration]) -> tuple[Path, dict[str, Any]]:
-    """Write the calibration directory; return it and ``calibration.json``'s content."""
-    assert scenario.null is not None
-    record = {
-        "scenario": scenario.name, "written": utc_now(), "code_revision": code_revision(),
-        "command": args["command"], "config": config.to_dict(), "seed": args["seed"], "alpha": args["alpha"],
-        "trials": args["trials"], "monte_carlos": args["monte_carlos"], "wall_s": args.get("wall_s"),
-        "null": {"config": dict(scenario.null.config), "why": scenario.null.why,
-                 "effects": list(scenario.null.effects)},
-        "counterfactual": list(scenario.counterfactual) if scenario.counterfactual else None,
-        "decision_rule": "per Monte Carlo, the comparison's own rule (simcore.stats.decision_rule)",
-        "metrics": [asdict(r) for r in rows],
-    }
-    ident = hashlib.sha256(canonical_json({k: record[k] for k in ("config", "seed", "trials", "monte_carlos")}).encode())
-    final = out / "calibration" / f"{scenario.name}-{ident.hexdigest()[:10]}"
-    csv_text, mc_text = tables(outcomes, rows)
-    with staged_dir(final) as stage:
-        write_json(stage / CALIBRATION_FILE, record)
-        atomic_write(stage / "calibration.csv", csv_text)
-        atomic_write(stage / "monte_carlos.csv", mc_text)
-        title = (f"{scenario.name}: null calibration, {args['monte_carlos']} Monte Carlos of {args['trials']} trials "
-                 f"per arm; null: {', '.join(f'{k}={v}' for k, v in scenario.null.config.items())}")
-        plot(rows, args["alpha"], title, stage / "plots" / "calibration.png")
-    return final, record
-
-
-def _pct(v: float | None, lo: float | None, hi: float | None, width: str = "") -> str:
-    """A rate with its interval, ``n/a`` where no Monte Carlo could decide."""
-    return "n/a" if v is None else f"{v:{width}.0%} [{lo:.0%}, {hi:.0%}]"
-
-
-def format_table(rows: Sequence[MetricCalibration]) -> str:
-    """The calibration table for the terminal."""
-    width = max([len(r.metric) for r in rows] + [6])
-    lines = [f"  {'metric':<{width}}  {'false positives (null)':<24}  {'power (default)':<20}  mark"]
-    for r in rows:
-        lines.append(f"  {r.metric:<{width}}  {_pct(r.fp_rate, r.fp_low, r.fp_high, '4'):<24}  "
-                     f"{_pct(r.power, r.power_low, r.power_high, '4'):<20}  {'CONFOUNDED' if r.confounded else ''}")
-    return "\n".join(lines)
-
-
-def markdown_section(scenario: Scenario) -> str:
-    """A scenario's installed calibration for docs/calibration.md: the command, its date
-    and duration, and one row per metric (empty without an installed calibration)."""
-    data = installed(scenario)
-    if not data:
-        return ""
-    null = ", ".join(f"{k}={v}" for k, v in data["null"]["config"].items())
-    took = f", {data['wall_s'] / 60:.1f} min" if data.get("wall_s") else ""
-    lines = [f"`{data['command']}` ({data['written'][:10]}{took}; null: {null}). {data['monte_carlos']} Monte "
-             f"Carlos of {data['trials']} trials{' per arm' if data.get('counterfactual') else ''} under each setting.",
-             "", "| metric | false positives under the null | power under the default | mark |",
-             "| --- | --- | --- | --- |"]
-    for row in data["metrics"]:
-        lines.append(f"| `{row['metric']}` | {_pct(row['fp_rate'], row['fp_low'], row['fp_high'])} | "
-                     f"{_pct(row['power'], row['power_low'], row['power_high'])} | {_mark(row)} |")
-    return "\n".join(lines)
-
-
-def _mark(row: Mapping[str, Any]) -> str:
-    cause = (row["reason"] or "").partition(": ")[2]
-    return ("**confounded**" + (f": {cause}" if cause else "")) if row["confounded"] else ""
-
-
-def markdown_table(scenarios: Sequence[Scenario]) -> str:
-    """Every compared metric's installed calibration, one Markdown table (the README's).
-
-    A scenario with no installed calibration is left out.
-    """
-    lines = ["| scenario | metric | false positives under the null | power at the default | mark |",
-             "| --- | --- | --- | --- | --- |"]
-    for scenario in scenarios:
-        for row in (installed(scenario) or {}).get("metrics", []):
-            fp = _pct(row["fp_rate"], row["fp_low"], row["fp_high"])
-            power = _pct(row["power"], row["power_low"], row["power_high"])
-            lines.append(f"| {scenario.name} | `{row['metric']}` | {fp} | {power} | {_mark(row)} |")
-    return "\n".join(lines)
-
-
-# -- command line ----------------------------------------------------------------
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m simcore.calibrate SCENARIO [flags]``."""
-    from simcore.cli import (
-        OneLineParser,
-        add_config_args,
-        fail,
-        parse_seed,
-        resolve_config,
-        say,
-    )
-    from simcore.scenario import load_scenario
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    first = OneLineParser(prog="python -m simcore.calibrate", add_help=False)
-    first.add_argument("scenario", nargs="?")
-    known, _ = first.parse_known_args(argv)
-    scenario = None
-    if known.scenario and not known.scenario.startswith("-"):
-        try:
-            scenario = load_scenario(known.scenario)
-        except ValueError as exc:
-            fail(str(exc))
     parser = OneLineParser(
         prog="python -m simcore.calibrate",
+        add_help=add_help,
         description="Null calibration of a scenario's comparisons: the false-positive rate and the power of "
         "every compared metric under its decision rule, from K Monte Carlos under the scenario's null and K "
         "under its default (stub backend).",
     )
-    parser.add_argument("scenario", help="a scenario name (built-in, entry point or dotted path)")
+    parser.add_argument("scenario", nargs=None if add_help else "?",
+                        help="a scenario name (built-in, entry point or dotted path)")
     parser.add_argument("--trials", default="10", metavar="N", help="trials per arm of each Monte Carlo (default: 10)")
     parser.add_argument("--monte-carlos", default="30", metavar="K",
                         help="Monte Carlos per setting (default: 30)")
@@ -393,14 +57,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress output")
     if scenario is not None:
         add_config_args(parser, scenario.config_type)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m simcore.calibrate SCENARIO [flags]``."""
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    scenario, args = parse_scenario_args(build_parser, argv)
     try:
-        if scenario is None:
-            scenario = load_scenario(args.scenario)
         if scenario.null is None:
             raise ConfigError(f"scenario: {scenario.name} declares no null (Scenario.null); nothing to calibrate")
-        n = _int("trials", args.trials, 2, 1000)
-        k = _int("monte-carlos", args.monte_carlos, 1, 10000)
+        n = parse_int("trials", args.trials, 2, 1000)
+        k = parse_int("monte-carlos", args.monte_carlos, 1, 10000)
         try:
             alpha = float(args.alpha)
         except ValueError:
@@ -444,16 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  CONFOUNDED UNDER THE NULL: {r.metric}: {r.reason}")
     say(f"calibration directory: {final}" + (f" (installed in {scenario_dir(scenario)})" if args.install else ""))
     return 0
-
-
-def _int(name: str, value: str, lo: int, hi: int) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = lo - 1
-    if str(value).strip() != str(n) or not lo <= n <= hi:
-        raise ConfigError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
-    return n
 
 
 if __name__ == "__main__":

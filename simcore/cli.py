@@ -10,23 +10,23 @@ what is allowed, exits with status 2 and writes nothing.
 
 Scenarios with a counterfactual axis also get ``--counterfactual`` (arm A and arm
 B on the same seed) and ``--trials N`` (a Monte Carlo of N trials per arm with
-shared seeds); see :mod:`simcore.counterfactual`.
+shared seeds); see :mod:`simcore.runs.counterfactual`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NoReturn, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from backends.cassette import check_cassette
+from backends.context import PROBES, probe_window
 from backends.errors import BackendConfigError
+from backends.providers import get_preset, split_model
 from backends.registry import (
     BACKENDS,
     BackendSpec,
@@ -34,7 +34,10 @@ from backends.registry import (
     check_servers,
     spec_from_args,
 )
-from simcore.config import (
+from simcore.analysis import embed_cache, embeddings, plots
+from simcore.analysis.plots import PLOT_LEVELS
+from simcore.analysis.stats import decision_p, interval_text, level_text, verdict
+from simcore.base.config import (
     Config,
     ConfigError,
     _base_type,
@@ -42,51 +45,27 @@ from simcore.config import (
     coerce_field,
     field_types,
 )
-from simcore.quality import summary_lines
-from simcore.records import check_out_dir
-from simcore.rng import MAX_SEED
-from simcore.scenario import Scenario
-from simcore.trace import STREAM_FROM_AGENTS, TRACE_MODES
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line on stderr, exit status 2.
-
-    A flag it does not know gets the closest one it does, as a name does
-    (``--rouds``: "did you mean --rounds?"); argparse itself learns this only in Python 3.14.
-    """
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
-
-    def _suggestion(self, message: str) -> str:
-        head = "unrecognized arguments: "
-        if not message.startswith(head):
-            return ""
-        known = sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
-        guesses = []
-        for token in message.removeprefix(head).split():
-            flag = token.split("=", 1)[0]
-            if flag.startswith("-") and flag not in known:
-                guesses += [(flag, m) for m in difflib.get_close_matches(flag, known, n=1, cutoff=0.7)]
-        if len(guesses) == 1:
-            return f"; did you mean {guesses[0][1]}?"
-        return f"; did you mean {', '.join(f'{m} (for {flag})' for flag, m in guesses)}?" if guesses else ""
-
-
-def say(text: str) -> None:
-    """Print to stdout; a reader that went away (``| head``) ends output quietly."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail too.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def fail(message: str) -> NoReturn:
-    """Print a one-line error and exit with status 2."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+from simcore.base.config_file import (
+    config_file,
+    load_config_file,
+    shipped_configs,  # noqa: F401 (re-exported: the 3.x docs named it here)
+)
+from simcore.base.records import check_out_dir
+from simcore.replies.quality import summary_lines
+from simcore.runs.args import OneLineParser, fail, parse_int, parse_seed, say
+from simcore.runs.counterfactual import (
+    MAX_TRIALS,
+    MIN_TRIALS,
+    arm_configs,
+    compared_metrics,
+    run_arms,
+    trial_seeds,
+)
+from simcore.runs.estimate import check_fit, estimate
+from simcore.runs.marks import installed as installed_calibration
+from simcore.runs.runner import build_world, run_trial, write_run
+from simcore.runs.scenario import Scenario
+from simcore.sim.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -116,12 +95,11 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 
 def add_analysis_args(parser: argparse.ArgumentParser) -> None:
     """``--device``, ``--embed-cache`` and ``--plots``: where and how a run's analysis is done."""
-    from simcore.plots import PLOT_LEVELS
-
     group = parser.add_argument_group("analysis")
     group.add_argument(
         "--device", default=None, metavar="auto|cpu|cuda|mps",
-        help="where embeddings are computed: auto picks a GPU when torch sees one, cuda and mps need the "
+        help="where embeddings are computed: auto picks a GPU when torch sees one and a Monte Carlo or sweep "
+        "has 200 trials or more, else the CPU; cuda and mps need the "
         "gpu extra (default: auto)",
     )
     group.add_argument(
@@ -142,8 +120,6 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
     Raises:
         ConfigError: one line naming the flag, before any work is done.
     """
-    from simcore import embed_cache, embeddings, plots
-
     device = getattr(args, "device", None)
     if device is not None:
         try:
@@ -173,8 +149,6 @@ def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
         ConfigError: one line saying what to install, for weights that are not installed.
         DamagedFile: one line naming the cache file and how to go on.
     """
-    from simcore import embed_cache, embeddings
-
     if scenario.embeds is None or not any(scenario.embeds(c) for c in configs):
         return
     try:
@@ -205,101 +179,6 @@ def add_config_args(parser: argparse.ArgumentParser, config_type: type[Config]) 
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif tp in (int, float, str):
             group.add_argument(flag, dest=f.name, default=None, metavar=tp.__name__.upper(), help=text)
-
-
-def parse_seed(value: Any) -> int:
-    """Validate a seed: an integer in 0..2**32-1."""
-    try:
-        seed = int(value)
-        if str(value).strip() not in (str(seed), f"+{seed}"):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {value!r}") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"seed: must be an integer from 0 to {MAX_SEED}, got {seed}")
-    return seed
-
-
-def load_config_file(path: str) -> dict[str, Any]:
-    """Read a YAML config file into a mapping.
-
-    Raises:
-        ConfigError: one line naming the file, for a file that is missing,
-            unreadable, not UTF-8, empty, not YAML, not a mapping, or that repeats
-            a key (YAML would silently keep the last value).
-    """
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config: file {path!r} not found")
-    try:
-        text = p.read_bytes().decode("utf-8")
-        data = yaml.load(text, Loader=_unique_key_loader())
-    except OSError as exc:
-        raise ConfigError(f"config: cannot read {path!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config: {path!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-            first = f"{exc.problem or exc.context or first} (line {exc.problem_mark.line + 1})"
-        raise ConfigError(f"config: invalid YAML in {path!r}: {first}") from None
-    except (ValueError, RecursionError) as exc:  # an over-long integer, nesting past the limit
-        problem = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
-        raise ConfigError(f"config: invalid YAML in {path!r}: {problem}") from None
-    if data is None:
-        raise ConfigError(f"config: {path!r} is empty; give it field: value lines, or leave out --config")
-    if not isinstance(data, dict):
-        raise ConfigError(f"config: {path!r} must hold a mapping of field names to values")
-    return data
-
-
-def shipped_configs(config_type: type[Config]) -> dict[str, Path]:
-    """The configs a scenario ships, by name: ``configs/NAME.yaml`` beside its config class."""
-    found: dict[str, Path] = {}
-    for cls in config_type.__mro__:  # a derived config (a perturbation variant) finds its base's
-        if not issubclass(cls, Config) or cls is Config:
-            continue
-        where = getattr(sys.modules.get(cls.__module__), "__file__", None)
-        for path in sorted(Path(where).parent.glob("configs/*.yaml")) if where else ():
-            found.setdefault(path.stem, path)
-    return found
-
-
-def config_file(config_type: type[Config], value: str) -> str:
-    """``--config``: a YAML file's path, or the name of a shipped config (a file wins)."""
-    if Path(value).is_file():
-        return value
-    shipped = shipped_configs(config_type)
-    if value in shipped:
-        return str(shipped[value])
-    if shipped and Path(value).name == value and Path(value).suffix not in (".yaml", ".yml"):
-        raise ConfigError(f"config: no file {value!r} and no shipped config of that name; "
-                          f"shipped: {', '.join(shipped)}")
-    return value
-
-
-@lru_cache(maxsize=1)
-def _unique_key_loader() -> type:
-    """A yaml SafeLoader that refuses a key given twice in one mapping (built on first use)."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-            if isinstance(node, yaml.MappingNode):
-                self.flatten_mapping(node)  # resolve "<<" merge keys first
-            seen: list[Any] = []
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.append(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return UniqueKeyLoader
 
 
 def config_values(config_type: type[Config], args: argparse.Namespace,
@@ -379,11 +258,8 @@ def fit_to_window(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec
 
     Raises:
         ConfigError: when a prompt cannot fit the window even with its history trimmed
-            (:func:`simcore.estimate.check_fit`).
+            (:func:`simcore.runs.estimate.check_fit`).
     """
-    from backends.context import PROBES, probe_window
-    from backends.providers import get_preset, split_model
-    from simcore.estimate import check_fit
 
     opts = spec.options
     if opts.get("context_window") is None and spec.name in PROBES and opts.get("cassette_mode") != "replay":
@@ -405,8 +281,6 @@ def fit_to_window(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec
 def print_estimate(scenario: Scenario, trials: Sequence[tuple[Config, int]], spec: BackendSpec,
                    as_json: bool = False) -> int:
     """``--estimate``: print calls, tokens and cost of ``trials`` from a stub dry run."""
-    from simcore.estimate import estimate
-
     est = estimate(scenario, trials, spec)
     print(json.dumps(est.to_dict(), indent=2, sort_keys=True) if as_json else est.table())
     return 0
@@ -444,8 +318,6 @@ def build_parser(scenario: Scenario, prog: str | None = None) -> OneLineParser:
 
 def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one trial from the command line; returns the exit status."""
-    from simcore.runner import run_trial, write_run
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in scenario.commands:
         return scenario.commands[argv[0]](argv[1:])
@@ -498,24 +370,11 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
     HTTP API; a command whose single trial is a comparison in itself (llm_auction's
     ``compare``, all mechanisms on one seed) passes 1.
     """
-    from simcore.counterfactual import MAX_TRIALS, MIN_TRIALS
-
-    low = MIN_TRIALS if minimum is None else minimum
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = low - 1
-    if str(value).strip() != str(n) or not low <= n <= MAX_TRIALS:
-        raise ConfigError(f"trials: must be an integer from {low} to {MAX_TRIALS}, got {value!r}")
-    return n
+    return parse_int("trials", value, MIN_TRIALS if minimum is None else minimum, MAX_TRIALS)
 
 
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
-    from simcore import embeddings
-    from simcore.calibrate import installed as installed_calibration
-    from simcore.counterfactual import arm_configs, run_arms, trial_seeds
-    from simcore.runner import build_world
 
     name = scenario.counterfactual[0]  # type: ignore[index]
     try:
@@ -561,8 +420,6 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
 
 def format_arms(summary: dict[str, Any]) -> str:
     """A small table of the compared metrics for the terminal, with the one rule that decides."""
-    from simcore.counterfactual import compared_metrics
-    from simcore.stats import decision_p, interval_text, level_text, verdict
 
     key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
     comparison = summary[key]

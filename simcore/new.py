@@ -26,9 +26,10 @@ from pathlib import Path
 from string import Template
 from typing import Sequence
 
-from simcore.cli import OneLineParser, fail
-from simcore.config import ConfigError
-from simcore.records import staged_dir
+from simcore.base.config import ConfigError
+from simcore.base.records import staged_dir
+from simcore.runs.args import OneLineParser, fail
+from simcore.runs.scenario import installed_names
 
 TEMPLATE = Path(__file__).parent / "templates" / "scenario"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -42,7 +43,7 @@ def check_name(name: str) -> None:
     """
     if not _NAME.match(name) or keyword.iskeyword(name):
         raise ConfigError(f"name: must be a lower-case Python identifier (letters, digits, _), got {name!r}")
-    if importlib.util.find_spec(f"scenarios.{name}") is not None:
+    if name in installed_names():
         raise ConfigError(f"name: {name!r} is a built-in scenario; pick another name")
     if importlib.util.find_spec(name) is not None:
         raise ConfigError(f"name: a module {name!r} can already be imported here; pick another name")

@@ -11,7 +11,7 @@ With ``--analysis`` the scenario's analysis runs too, and its metrics are compar
 with the ones ``results.json`` records: it prints how many match, or each one that
 differs, recorded against recomputed (and exits 1 when one does).
 
-Every file is read through :mod:`simcore.readers` and checked before the run
+Every file is read through :mod:`simcore.base.files` and checked before the run
 starts: a recorded trace whose sha256 is not the one its manifest records is
 reported as damaged (exit 2), never as a replay that differs.
 """
@@ -29,18 +29,19 @@ from typing import Any, Sequence
 
 from backends.base import canonical_json
 from backends.registry import BackendSpec, replay_backend
-from simcore.cli import OneLineParser, fail
-from simcore.config import ConfigError
-from simcore.readers import (
+from simcore.base.config import ConfigError
+from simcore.base.files import (
     DamagedFile,
     check_trace,
     read_cassette,
     read_manifest,
     read_results,
 )
-from simcore.runner import close_backend, run_trial_async
-from simcore.scenario import load_scenario
-from simcore.trace import StreamedTrace, Trace, first_difference
+from simcore.perturbation import parse_perturbation
+from simcore.runs.args import OneLineParser, fail
+from simcore.runs.runner import close_backend, run_trial_async
+from simcore.runs.scenario import load_scenario
+from simcore.sim.trace import StreamedTrace, Trace, first_difference
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,6 @@ async def replay_async(run_dir: str | Path, analysis: bool = False) -> ReplayRes
     behaviour = scenario.behaviour(config) if scenario.behaviour else None
     intervention = None
     if manifest.get("perturbation") is not None:
-        from simcore.perturbation import parse_perturbation
-
         try:
             intervention = parse_perturbation(manifest["perturbation"])
         except ValueError as exc:

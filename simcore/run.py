@@ -1,6 +1,6 @@
 """Run any scenario by name: ``python -m simcore.run NAME [flags]``.
 
-``NAME`` is whatever :func:`simcore.scenario.load_scenario` resolves: a built-in
+``NAME`` is whatever :func:`simcore.runs.scenario.load_scenario` resolves: a built-in
 scenario (``context_corrosion``), an entry point of the group ``simcore.scenarios``
 (a package of your own, installed with ``pip install -e``), or a dotted path
 (``mypkg.myexp`` or ``mypkg.myexp:SCENARIO``). The flags after it are the
@@ -19,9 +19,9 @@ import json
 import sys
 from typing import Sequence
 
-from simcore.cli import fail, say
 from simcore.cli import main as scenario_main
-from simcore.scenario import ScenarioNotFound, installed_scenarios, load_scenario
+from simcore.runs.args import fail, say
+from simcore.runs.scenario import ScenarioNotFound, installed_scenarios, load_scenario
 
 PROG = "python -m simcore.run"
 USAGE = f"usage: {PROG} NAME [flags] | {PROG} NAME --help | {PROG} --list [--json]"

@@ -19,10 +19,10 @@ from typing import Any
 
 from backends.base import LLMRequest, LLMResponse
 from backends.stub import StubBackend
-from simcore.agents import LLMAgent
-from simcore.config import Config, param
-from simcore.kernel import World
-from simcore.scenario import Scenario
+from simcore.base.config import Config, param
+from simcore.runs.scenario import Scenario
+from simcore.sim.agents import LLMAgent
+from simcore.sim.kernel import World
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from importlib import metadata
 
 import pytest
 
-from simcore import scenario as scenario_module
+from simcore.runs import scenario as scenario_module
 
 PACKAGE = '''
 import dataclasses
 
-from simcore.scenario import ResultEntry
+from simcore.runs.scenario import ResultEntry
 from tests.batch_scenarios import FLAKY
 
 SCENARIO = dataclasses.replace(FLAKY, name="mylab", description="My lab's study. More words.",
@@ -31,14 +31,15 @@ context_corrosion = mylab_exp:ALT
 
 
 class IsolatedMetadata:
-    """What :mod:`simcore.scenario` reads from ``importlib.metadata``, limited to the
-    distributions in ``paths`` (those a test installs), never this environment's."""
+    """What :mod:`simcore.runs.scenario` reads from ``importlib.metadata``, limited to simcore's
+    own distribution (the built-in scenarios) and those in ``paths`` (those a test installs),
+    never this environment's others."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
 
     def entry_points(self, group: str) -> metadata.EntryPoints:
-        dists = metadata.distributions(path=self.paths) if self.paths else ()
+        dists = [metadata.distribution("simcore"), *(metadata.distributions(path=self.paths) if self.paths else ())]
         return metadata.EntryPoints(ep for dist in dists for ep in dist.entry_points if ep.group == group)
 
 
@@ -83,7 +84,7 @@ def _embed_cache(tmp_path_factory):
     """
     import os
 
-    from simcore import embed_cache
+    from simcore.analysis import embed_cache
 
     old = os.environ.get(embed_cache.ENV)
     os.environ[embed_cache.ENV] = str(tmp_path_factory.mktemp("embed-cache"))
@@ -99,7 +100,7 @@ def _analysis_env(monkeypatch):
     """The command lines put --plots/--device/--embed-cache in the environment: undo it after each test."""
     import os
 
-    from simcore import embed_cache, embeddings, plots
+    from simcore.analysis import embed_cache, embeddings, plots
 
     monkeypatch.setenv(plots.PLOTS_ENV, "all")
     monkeypatch.setenv(embeddings.DEVICE_ENV, "auto")

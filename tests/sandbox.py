@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from simcore.scenario import ENTRY_POINT_GROUP
+from simcore.runs.scenario import ENTRY_POINT_GROUP
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -83,10 +83,11 @@ def make_sandbox(root: Path) -> Sandbox:
 
 def _view_without_scenario_packages(parent: Path, view: Path) -> Path:
     """``view``: a link to each entry of the site-packages ``parent``, but for the files of the
-    distributions that declare a simcore scenario (their packages, ``.pth`` files and dist-info)."""
+    distributions other than simcore that declare a simcore scenario (their packages, ``.pth``
+    files and dist-info); simcore's own entry points are the built-in scenarios."""
     hidden: set[str] = set()
     for dist in metadata.distributions(path=[str(parent)]):
-        if any(ep.group == ENTRY_POINT_GROUP for ep in dist.entry_points):
+        if dist.name != "simcore" and any(ep.group == ENTRY_POINT_GROUP for ep in dist.entry_points):
             hidden |= {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}
     view.mkdir()
     for entry in parent.iterdir():

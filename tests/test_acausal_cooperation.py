@@ -55,11 +55,11 @@ from scenarios.acausal_cooperation.prompts import (
     read_decision,
 )
 from scenarios.acausal_cooperation.scripted import parse_scripted
+from simcore.base.config import ConfigError
 from simcore.cli import main as cli_main
-from simcore.config import ConfigError
-from simcore.counterfactual import compared_metrics
-from simcore.kernel import Reply
-from simcore.runner import run_trial_async, write_run
+from simcore.runs.counterfactual import compared_metrics
+from simcore.runs.runner import run_trial_async, write_run
+from simcore.sim.kernel import Reply
 
 C, D = COOPERATE, DEFECT
 GOLDEN = Path(__file__).parent / "golden" / "acausal_cooperation_small.jsonl"
@@ -420,7 +420,7 @@ def test_same_seed_same_trace(seed: int) -> None:
 def test_trace_independent_of_hash_seed() -> None:
     code = (
         "import asyncio; from scenarios.acausal_cooperation import SCENARIO as S;"
-        "from simcore.runner import run_trial_async;"
+        "from simcore.runs.runner import run_trial_async;"
         "c = S.config_type(n_agents=3, rounds=2, scripted='random:0.4,grudger', embeddings=False);"
         "print(asyncio.run(run_trial_async(S, c, 11)).trace.sha256())"
     )
@@ -518,7 +518,7 @@ def test_stub_decision_follows_strategy_and_history() -> None:
 
 def _reply(text: str) -> Reply:
     from scenarios.acausal_cooperation.prompts import DecisionReply
-    from simcore.reading import read_reply
+    from simcore.replies.reading import read_reply
 
     r = read_reply(text, DecisionReply)
     return Reply("A0.sub", text, r.value, not r.readable, None, "stop", 0.0, 0.0, "", r)
@@ -813,7 +813,7 @@ def test_plain_completions_of_the_original_prompt_are_read_or_flagged(reply: str
         DecisionReply,
         original_decision_prompt,
     )
-    from simcore.reading import read_reply
+    from simcore.replies.reading import read_reply
 
     prompt = original_decision_prompt(opponent="B", strategy="Cooperate first, then copy the opponent.",
                                       pair_history=[(1, C, D)], round_games=[("A", "B", C, D)])
@@ -844,9 +844,9 @@ def test_experiment_log_tells_the_run_and_is_reproducible(tmp_path: Path) -> Non
 
 
 def compare_main(argv: list[str]) -> int:
-    from scenarios.acausal_cooperation.compare_configs import main
+    from scenarios.acausal_cooperation import compare_command
 
-    return main(argv)
+    return compare_command(argv)
 
 
 def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, capsys) -> None:
@@ -892,7 +892,7 @@ def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, c
 def test_compare_with_one_trial_gives_wilson_intervals_of_the_runs_own_counts(tmp_path: Path, capsys) -> None:
     import pandas as pd
 
-    from simcore.stats import proportion_ci
+    from simcore.analysis.stats import proportion_ci
 
     assert compare_main(["--configs", "baseline", "--n-agents", "3", "--rounds", "4", "--no-embeddings",
                          "--out", str(tmp_path)]) == 0

@@ -7,8 +7,8 @@ from typing import ClassVar
 
 from backends.base import LLMRequest, LLMResponse, Usage
 from simcore import LLMAgent, World
-from simcore.protocols import parallel
-from simcore.schema import choice, likert, text
+from simcore.replies.schema import choice, likert, text
+from simcore.sim.protocols import parallel
 
 
 @dataclass(frozen=True, kw_only=True)

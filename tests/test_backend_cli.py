@@ -12,8 +12,8 @@ import pytest
 
 from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
 from scenarios.context_corrosion import SCENARIO
+from simcore.base.records import read_json
 from simcore.cli import main
-from simcore.records import read_json
 
 SMALL = ["--rounds", "1", "--n-peers", "2", "--dominant-tokens", "64", "--peer-tokens", "48"]
 ROOT = Path(__file__).resolve().parent.parent

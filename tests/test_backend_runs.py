@@ -13,10 +13,10 @@ from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
 from backends.registry import BackendSpec, make_backend
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.estimate import estimate
-from simcore.records import read_json
+from simcore.base.records import read_json
 from simcore.replay import replay_async
-from simcore.runner import run_trial_async, write_run
+from simcore.runs.estimate import estimate
+from simcore.runs.runner import run_trial_async, write_run
 
 CFG = CorrosionConfig(rounds=1, n_peers=2, dominant_tokens=64, peer_tokens=48)
 CALLS = 9  # 3 agents x (phase 1, one round, final vote)
@@ -201,7 +201,7 @@ SMALL = {
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name", ["context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_cooperation"])
 async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, tmp_path):
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     scenario = load_scenario(name)
     fields = {f for f in scenario.config_type.__dataclass_fields__}

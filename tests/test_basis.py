@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simcore.basis import Basis, basis, shares, shown
+from simcore.analysis.basis import Basis, basis, shares, shown
 
 
 def test_basis_reason_only_when_something_was_left_out():

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from backends.stub import StubBackend
-from simcore.runner import run_trial_async
-from simcore.scenario import load_scenario
+from simcore.runs.runner import run_trial_async
+from simcore.runs.scenario import load_scenario
 from tests.helpers import GarblingBackend
 
 

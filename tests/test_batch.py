@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from backends.fake_server import FakeConfig, FakeServer
 from backends.pricing import load_prices
 from backends.registry import BackendSpec
+from simcore.base.config import ConfigError
 from simcore.batch import (
     VOLATILE_COLUMNS,
     SweepAborted,
@@ -29,8 +30,7 @@ from simcore.batch import (
 )
 from simcore.batch.__main__ import main as batch_main
 from simcore.batch.plan import build_plan, parse_values
-from simcore.config import ConfigError
-from simcore.scenario import load_scenario
+from simcore.runs.scenario import load_scenario
 from tests.batch_scenarios import FLAKY, FLAKY_CMP, SLOW, SlowStub
 
 ROOT = Path(__file__).resolve().parent.parent

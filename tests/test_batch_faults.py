@@ -19,10 +19,10 @@ import pytest
 from backends.errors import BudgetExceeded, RateLimited, ServerError, UnpricedModel
 from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
 from backends.registry import BackendSpec
+from simcore.base.records import read_json
 from simcore.batch import VOLATILE_COLUMNS, read_results, run_sweep
 from simcore.batch.report import finish_command, format_summary
 from simcore.batch.worker import FAILURE_KINDS, error_kind
-from simcore.records import read_json
 from tests.batch_scenarios import FLAKY, ONE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,17 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simcore.calibrate import (
+from simcore.cli import format_arms
+from simcore.runs.calibration import (
     MetricCalibration,
-    annotate,
     effect_tests,
-    installed,
     markdown_section,
     markdown_table,
     summarize,
 )
-from simcore.cli import format_arms
-from simcore.scenario import load_scenario
+from simcore.runs.marks import annotate, installed
+from simcore.runs.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +69,7 @@ def test_comparisons_mark_metrics_calibration_found_confounded(tmp_path, monkeyp
                             "30 of 30 null Monte Carlos significant: it measures D itself")
     record = {"metrics": [row.__dict__], "written": "2026-11-23", "monte_carlos": 30, "trials": 10}
     (tmp_path / "calibration.json").write_text(json.dumps(record))
-    monkeypatch.setattr("simcore.calibrate.scenario_dir", lambda s: tmp_path)
+    monkeypatch.setattr("simcore.runs.marks.scenario_dir", lambda s: tmp_path)
     diff = annotate(scenario, {"dominant_self_drift": {"delta_mean": 0.1, "significant": True}, "x": {}})
     assert diff["dominant_self_drift"]["calibration"]["confounded"] is True and "calibration" not in diff["x"]
     summary = {"mode": "monte_carlo", "scenario": "context_corrosion", "n_trials": 10, "failed_trials": [],
@@ -114,7 +113,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
 
 def install(tmp_path: Path, monkeypatch, record: dict) -> None:
     (tmp_path / "calibration.json").write_text(json.dumps(record))
-    monkeypatch.setattr("simcore.calibrate.scenario_dir", lambda s: tmp_path)
+    monkeypatch.setattr("simcore.runs.marks.scenario_dir", lambda s: tmp_path)
 
 
 CONFOUNDED = MetricCalibration("dominant_self_drift", 30, 30, 1.0, 0.89, 1.0, 30, 30, 1.0, 0.89, 1.0, True,
@@ -129,8 +128,8 @@ RECORD = {"metrics": [CONFOUNDED.__dict__], "written": "2026-11-23", "monte_carl
     ({"metrics": [7]}, "metrics[0]: must be an object"),
 ])
 def test_a_damaged_calibration_is_named_not_dropped(tmp_path, monkeypatch, damage, message):
-    from simcore.calibrate import installed
-    from simcore.readers import DamagedFile
+    from simcore.base.files import DamagedFile
+    from simcore.runs.marks import installed
 
     install(tmp_path, monkeypatch, {**RECORD, **damage})
     with pytest.raises(DamagedFile, match=re.escape(message)):

@@ -18,13 +18,13 @@ import pandas as pd
 import pytest
 
 from backends.fake_server import FakeConfig, FakeServer
+from simcore.base.config import ConfigError
 from simcore.capture.__main__ import main
 from simcore.capture.perturb import CallPerturbation
 from simcore.capture.program import run_program
 from simcore.capture.study import run_capture_study
 from simcore.capture.upstream import Answer, StubUpstream
 from simcore.capture.wire import as_request, read_reply, sse_events
-from simcore.config import ConfigError
 
 AGENT = Path(__file__).with_name("capture_agent.py")
 PROGRAM = [sys.executable, str(AGENT)]

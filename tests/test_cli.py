@@ -196,13 +196,13 @@ def test_an_out_path_that_is_a_file_fails_before_any_work(tmp_path):
 
 
 def test_an_unwritable_out_path_fails_before_any_work(tmp_path, monkeypatch):
-    from simcore.config import ConfigError
-    from simcore.records import check_out_dir
+    from simcore.base.config import ConfigError
+    from simcore.base.records import check_out_dir
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("simcore.records.tempfile.mkdtemp", refuse)
+    monkeypatch.setattr("simcore.base.records.tempfile.mkdtemp", refuse)
     with pytest.raises(ConfigError, match=r"^out: cannot write under .*\(Permission denied\)"):
         check_out_dir(tmp_path / "runs")
     assert not any(tmp_path.iterdir())

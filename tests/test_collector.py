@@ -9,7 +9,8 @@ import weakref
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, collector, run_worlds
+from simcore import LLMAgent, World, run_worlds
+from simcore.sim import collector
 
 
 @pytest.fixture

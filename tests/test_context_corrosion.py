@@ -13,10 +13,10 @@ import pytest
 
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.metrics import COMPARED, corrosion_metrics
+from simcore.analysis.embeddings import EmbeddingStore, encode
+from simcore.base.records import read_json
 from simcore.cli import main
-from simcore.embeddings import EmbeddingStore, encode
-from simcore.records import read_json
-from simcore.runner import run_trial, write_run
+from simcore.runs.runner import run_trial, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = SCENARIO.config_type(rounds=2)

@@ -27,10 +27,10 @@ from scenarios.context_corrosion.behaviour import (
     transcript,
 )
 from scenarios.context_corrosion.tasks import TASKS
-from simcore.agents import HISTORY_HEADER
-from simcore.counterfactual import trial_seeds
-from simcore.runner import run_trial, run_trial_async
-from simcore.stats import proportion_ci
+from simcore.analysis.stats import proportion_ci
+from simcore.runs.counterfactual import trial_seeds
+from simcore.runs.runner import run_trial, run_trial_async
+from simcore.sim.agents import HISTORY_HEADER
 
 
 def test_no_bank_text_contains_another():
@@ -45,7 +45,7 @@ def test_no_bank_text_contains_another():
 def test_banks_carry_the_stance_in_embedding_space():
     """MiniLM separates the two sides: each side's sentences are closer to each other
     than to the other side's, and the verdicts lean from con (0) to pro (4)."""
-    from simcore.embeddings import encode
+    from simcore.analysis.embeddings import encode
 
     for t in TASKS:
         pro, con, ans = encode(list(t.pro)), encode(list(t.con)), encode(list(t.answers))

@@ -8,7 +8,7 @@ from PIL import Image
 
 from scenarios.context_corrosion.metrics import COMPARED, corrosion_metrics
 from scenarios.context_corrosion.plots import PLOT_FILES, write_run_plots
-from simcore.plots import comparison_plot
+from simcore.analysis.plots import comparison_plot
 
 
 def results_for(n_peers: int, rounds: int, seed: int = 0) -> dict:

@@ -1,7 +1,7 @@
 """The labelled corpus of real replies (tests/corpus/real, issue 33): no reply may be misread.
 
 Every reply is read with the request it answered, through the kernel's one reading
-entry point (:func:`simcore.reading.read_reply`, with the call's ``allowed`` and
+entry point (:func:`simcore.replies.reading.read_reply`, with the call's ``allowed`` and
 instruction), and each labelled field is compared with the label a person wrote
 by reading the reply. A misread (a value the label does not allow) fails; a flag
 where the label has a value is a lost reading, counted and printed but allowed.
@@ -11,7 +11,7 @@ where the label has a value is a lost reading, counted and printed but allowed.
 
 from __future__ import annotations
 
-from simcore.schema import plan
+from simcore.replies.schema import plan
 from tests.corpus import real
 
 RECORDS = real.load()
@@ -71,7 +71,7 @@ def test_a_record_is_read_as_the_kernel_read_its_reply(tmp_path):
     import json
 
     from simcore.cli import main
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     for name, flags in {"veil_of_ignorance": ["--n-agents", "2", "--max-rounds", "1"],
                         "llm_auction": ["--n-agents", "5", "--n-vignettes", "1"]}.items():

@@ -1,4 +1,4 @@
-"""Counterfactual pairs and Monte Carlo arms (simcore.counterfactual and the shared CLI).
+"""Counterfactual pairs and Monte Carlo arms (simcore.runs.counterfactual and the shared CLI).
 
 These use context corrosion with metrics off (no embedding model), so they are fast.
 """
@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from scenarios.context_corrosion import SCENARIO
+from simcore.base.config import ConfigError
+from simcore.base.records import read_json
 from simcore.cli import main
-from simcore.config import ConfigError
-from simcore.counterfactual import (
+from simcore.runs.counterfactual import (
     compared_metrics,
     generic_compare,
     run_arms,
     trial_seeds,
 )
-from simcore.records import read_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = SCENARIO.config_type(metrics=False, rounds=1)
@@ -84,8 +84,8 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
 def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch):
     import gc
 
-    from simcore import counterfactual
-    from simcore.kernel import World
+    from simcore.runs import counterfactual
+    from simcore.sim.kernel import World
 
     def worlds() -> set[int]:
         gc.collect()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.runner import run_trial
+from simcore.runs.runner import run_trial
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = CorrosionConfig(rounds=2, n_peers=2, metrics=False)
@@ -42,7 +42,7 @@ SCRIPT = """
 import hashlib, sys
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.runner import run_trial
+from simcore.runs.runner import run_trial
 cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5", metrics=False)
 print(hashlib.sha256(run_trial(SCENARIO, cfg, 1234).trace.to_jsonl().encode()).hexdigest())
 """

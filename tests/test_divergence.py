@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simcore.divergence import (
+from simcore.analysis.divergence import (
     CATEGORIES,
     classify_manifestation,
     comparable_signatures,
@@ -14,7 +14,7 @@ from simcore.divergence import (
     control_flow,
     manifestation_group,
 )
-from simcore.trace import RACE, TraceEvent
+from simcore.sim.trace import RACE, TraceEvent
 
 sigs = st.lists(st.sampled_from(["a|X|", "b|X|", "a|Y|", "c|-|"]), max_size=12)
 

@@ -151,7 +151,7 @@ BUILT_IN = ("context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_co
 
 def kinds_table() -> str:
     """The built-in scenarios' declared kinds, one row per scenario and kind (docs/statistics.md)."""
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     lines = ["| scenario | kind | metrics |", "| --- | --- | --- |"]
     for name in BUILT_IN:
@@ -201,7 +201,10 @@ def test_documented_outputs_are_what_the_commands_print_now(page, tmp_path):
 
 
 def test_the_http_api_defaults_are_the_documented_ones():
-    from scenarios.context_corrosion.api import EXPERIMENT_FIELDS, MONTE_CARLO_FIELDS
+    from scenarios.context_corrosion.service import (
+        EXPERIMENT_FIELDS,
+        MONTE_CARLO_FIELDS,
+    )
 
     row = next(line for line in (DOCS / "scenarios" / "context_corrosion.md").read_text().splitlines()
                if line.startswith("| `POST /run-experiment`"))

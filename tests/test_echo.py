@@ -6,7 +6,7 @@ from hypothesis import given as hypothesis_given
 from hypothesis import strategies as st
 
 from backends.base import Message
-from simcore.echo import (
+from simcore.replies.echo import (
     compact,
     echo_spans,
     echoes_json,

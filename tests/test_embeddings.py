@@ -1,4 +1,4 @@
-"""simcore.embeddings: a text's vector depends on the text alone."""
+"""simcore.analysis.embeddings: a text's vector depends on the text alone."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simcore import embeddings
+from simcore.analysis import embeddings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,7 @@ import threading  # noqa: E402
 import uuid  # noqa: E402
 from importlib.metadata import version  # noqa: E402
 
-from simcore.embed_cache import ENV, DiskCache  # noqa: E402
+from simcore.analysis.embed_cache import ENV, DiskCache  # noqa: E402
 
 
 def test_unknown_or_unseen_devices_are_refused_in_one_line():
@@ -157,8 +157,8 @@ def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
 
 
 def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch):
-    from simcore.counterfactual import run_arms
-    from simcore.scenario import load_scenario
+    from simcore.runs.counterfactual import run_arms
+    from simcore.runs.scenario import load_scenario
 
     monkeypatch.setenv(ENV, str(tmp_path / "cache"))
     scenario = load_scenario("context_corrosion")
@@ -196,7 +196,7 @@ def test_the_disk_cache_key_names_the_engine(tmp_path, monkeypatch):
 
 def test_bad_analysis_flags_exit_2_before_any_work(tmp_path, capsys):
     from simcore.cli import main
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     scenario = load_scenario("context_corrosion")
     for flags, message in [(["--device", "tpu"], "error: device: must be one of auto, cpu, cuda, mps; got 'tpu'"),
@@ -210,9 +210,9 @@ def test_bad_analysis_flags_exit_2_before_any_work(tmp_path, capsys):
 
 @pytest.mark.parametrize("level", ["all", "summary", "none"])
 def test_plot_levels(level, tmp_path, monkeypatch):
-    from simcore.counterfactual import run_arms
-    from simcore.plots import PLOTS_ENV
-    from simcore.scenario import load_scenario
+    from simcore.analysis.plots import PLOTS_ENV
+    from simcore.runs.counterfactual import run_arms
+    from simcore.runs.scenario import load_scenario
 
     monkeypatch.setenv(PLOTS_ENV, level)
     scenario = load_scenario("context_corrosion")
@@ -227,7 +227,7 @@ def test_plot_levels(level, tmp_path, monkeypatch):
 @pytest.mark.skipif(embeddings.accelerator_possible(), reason="this machine may have a GPU, so auto asks torch")
 def test_auto_without_a_gpu_driver_is_the_cpu_without_importing_torch():
     # A run whose texts are all in the disk cache then never pays torch's import.
-    code = ("import sys; from simcore import embeddings as e; "
+    code = ("import sys; from simcore.analysis import embeddings as e; "
             "print(e.check_device('auto'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["cpu", "False"]
@@ -337,7 +337,7 @@ def _damaged_cache(tmp_path: Path) -> Path:
 
 def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
     from simcore.cli import main
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     cache = _damaged_cache(tmp_path)
     out = tmp_path / "out"
@@ -366,8 +366,8 @@ def test_a_sweep_names_a_damaged_cache_before_any_trial(tmp_path, capsys):
 def test_a_cache_of_another_layout_or_damaged_deeper_is_named(tmp_path):
     import sqlite3
 
-    from simcore.embed_cache import DiskCache
-    from simcore.readers import DamagedFile
+    from simcore.analysis.embed_cache import DiskCache
+    from simcore.base.files import DamagedFile
 
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as conn:

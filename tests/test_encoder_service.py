@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcore import embed_cache, embeddings
+from simcore.analysis import embed_cache, embeddings
+from simcore.analysis.encoder_service import EncoderService, RemoteEncoder, use_service
+from simcore.base.config import ConfigError
 from simcore.batch import VOLATILE_COLUMNS, run_sweep
 from simcore.batch.executors import Pace
 from simcore.batch.plan import build_plan
 from simcore.batch.store import LEDGER, SweepStore
-from simcore.config import ConfigError
-from simcore.encoder_service import EncoderService, RemoteEncoder, use_service
-from simcore.scenario import load_scenario
+from simcore.runs.scenario import load_scenario
 
 # Embedding metrics on, and small: two peers, one round.
 BASE = {"n_peers": 2, "rounds": 1, "plots": False}

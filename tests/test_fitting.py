@@ -1,4 +1,4 @@
-"""Requests that fit the model's context window (simcore.fitting, backends.context).
+"""Requests that fit the model's context window (simcore.sim.fitting, backends.context).
 
 On the stub (``--context-window``, counts estimated) and on the fake server, which
 tells its window where llama.cpp, vLLM or llama-cpp-python do and refuses a
@@ -29,13 +29,13 @@ from backends.errors import BadRequest, ContextOverflow, error_from_record, http
 from backends.fake_server import FakeConfig, FakeServer
 from scenarios.veil_of_ignorance import SCENARIO as VEIL
 from simcore import LLMAgent, World
+from simcore.base.records import read_json
 from simcore.cli import main
-from simcore.fitting import Fitter, min_reply_tokens
-from simcore.memory import FullMemory, RecentMemory
-from simcore.protocols import parallel
-from simcore.records import read_json
 from simcore.replay import replay_async
-from simcore.schema import choice, text
+from simcore.replies.schema import choice, text
+from simcore.sim.fitting import Fitter, min_reply_tokens
+from simcore.sim.memory import FullMemory, RecentMemory
+from simcore.sim.protocols import parallel
 
 REFUSAL = ("This model's maximum context length is 4096 tokens. However, you requested 5760 tokens "
            "(4160 in the messages, 1600 in the completion). Please reduce the length of the messages or completion.")
@@ -161,7 +161,7 @@ def test_a_long_history_is_trimmed_by_the_memory_oldest_first():
 
 
 def test_recent_memory_trims_within_its_own_selection():
-    from simcore.messages import Message as Said
+    from simcore.sim.messages import Message as Said
 
     mem = RecentMemory(k=3)
     msgs = [Said(i, float(i), "A", "word " * 20) for i in range(6)]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from simcore.runner import run_trial
-from simcore.scenario import load_scenario
+from simcore.runs.runner import run_trial
+from simcore.runs.scenario import load_scenario
 
 GOLDEN = Path(__file__).parent / "golden"
 

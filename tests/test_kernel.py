@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from backends.base import LLMResponse, Usage
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, kernel, run_worlds
-from simcore.kernel import speaking_time
-from simcore.protocols import parallel, speaking_round
+from simcore import LLMAgent, World, run_worlds
+from simcore.sim import kernel
+from simcore.sim.kernel import speaking_time
+from simcore.sim.protocols import parallel, speaking_round
 from tests.helpers import FailingBackend, ShuffledBackend, SlowBackend
 
 
@@ -229,7 +230,7 @@ def test_agent_params_are_a_dict_of_their_own():
 
 
 def test_intervention_hooks_alter_requests_responses_delays_and_order():
-    from simcore.kernel import Intervention
+    from simcore.sim.kernel import Intervention
 
     class Perturb(Intervention):
         def request(self, agent, request, fields):

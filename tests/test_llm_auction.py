@@ -18,6 +18,7 @@ import pytest
 from backends.base import LLMRequest, Message, Usage
 from backends.stub import StubBackend
 from scenarios.llm_auction import SCENARIO
+from scenarios.llm_auction import compare_command as compare_main
 from scenarios.llm_auction.analysis import (
     AGENT_SUMMARY_COLUMNS,
     BID_COLUMNS,
@@ -26,20 +27,19 @@ from scenarios.llm_auction.analysis import (
     VIGNETTE_COLUMNS,
 )
 from scenarios.llm_auction.behaviour import AuctionBehaviour, make_behaviour
-from scenarios.llm_auction.compare import main as compare_main
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig, agent_names
 from scenarios.llm_auction.experiment import Ballot
 from scenarios.llm_auction.vignettes import VIGNETTES
-from simcore.agents import LLMAgent
+from simcore.analysis.stats import holm
+from simcore.base.config import ConfigError
+from simcore.base.rng import Streams
 from simcore.cli import main as cli_main
-from simcore.config import ConfigError
-from simcore.counterfactual import compared_metrics
-from simcore.kernel import World
-from simcore.protocols import Bid, open_floor, resolve_auction, sealed_bid_auction
-from simcore.reading import read_reply
-from simcore.rng import Streams
-from simcore.runner import run_trial, run_trial_async, write_run
-from simcore.stats import holm
+from simcore.replies.reading import read_reply
+from simcore.runs.counterfactual import compared_metrics
+from simcore.runs.runner import run_trial, run_trial_async, write_run
+from simcore.sim.agents import LLMAgent
+from simcore.sim.kernel import World
+from simcore.sim.protocols import Bid, open_floor, resolve_auction, sealed_bid_auction
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).with_name("golden")
@@ -465,7 +465,7 @@ def test_same_seed_same_trace_across_processes():
     code = (
         "from scenarios.llm_auction import SCENARIO\n"
         "from scenarios.llm_auction.config import AuctionConfig\n"
-        "from simcore.runner import run_trial\n"
+        "from simcore.runs.runner import run_trial\n"
         "print(run_trial(SCENARIO, AuctionConfig(mechanism='free_discussion', n_agents=5, n_vignettes=2), 9)"
         ".trace.sha256())\n"
     )

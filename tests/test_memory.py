@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.config import ConfigError
-from simcore.memory import FullMemory, RecentMemory, make_memory, render
-from simcore.messages import Message
+from simcore.base.config import ConfigError
+from simcore.sim.memory import FullMemory, RecentMemory, make_memory, render
+from simcore.sim.messages import Message
 
 MSGS = [Message(i, float(i), f"S{i}", "word " * 10) for i in range(6)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from simcore.messages import Board
+from simcore.sim.messages import Board
 
 NAMES = ["A", "B", "C"]
 

@@ -1,4 +1,4 @@
-"""simcore.metric_kinds: every metric declares its kind and bounds, and every built-in
+"""simcore.analysis.metric_kinds: every metric declares its kind and bounds, and every built-in
 scenario's metrics keep to theirs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from backends.registry import BackendSpec
-from simcore.metric_kinds import (
+from simcore.analysis.metric_kinds import (
     Kind,
     category,
     check_metrics,
@@ -20,8 +20,8 @@ from simcore.metric_kinds import (
     proportion,
     score,
 )
-from simcore.runner import run_trial_async
-from simcore.scenario import load_scenario
+from simcore.runs.runner import run_trial_async
+from simcore.runs.scenario import load_scenario
 
 
 def test_constructors_and_their_bounds():

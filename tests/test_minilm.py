@@ -1,4 +1,4 @@
-"""simcore.minilm: the numpy MiniLM computes what sentence-transformers computes."""
+"""simcore.analysis.minilm: the numpy MiniLM computes what sentence-transformers computes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcore import embeddings
-from simcore.minilm import MiniLM
+from simcore.analysis import embeddings
+from simcore.analysis.minilm import MiniLM
 
 TEXTS = [
     "The city should deploy the system with monitoring for bias.",
@@ -78,7 +78,7 @@ def test_vectors_do_not_depend_on_the_blas_thread_count(numpy_model):
     import sys
     from pathlib import Path
 
-    code = ("import hashlib; from simcore.minilm import MiniLM; from simcore.embeddings import model_path; "
+    code = ("import hashlib; from simcore.analysis.minilm import MiniLM; from simcore.analysis.embeddings import model_path; "
             "from tests.test_minilm import TEXTS; m = MiniLM(model_path()); "
             "print(hashlib.sha256(m.embed(m.token_ids(TEXTS)).tobytes()).hexdigest())")
     root = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simcore.config import ConfigError
+from simcore.base.config import ConfigError
 from simcore.new import create, main, render
 from tests.sandbox import make_sandbox
 

@@ -23,7 +23,9 @@ from backends.stub import StubBackend
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.perturbation.__main__ import main as cli
-from simcore.config import ConfigError
+from simcore.analysis.stats import proportion_ci
+from simcore.base.config import ConfigError
+from simcore.base.records import read_json
 from simcore.perturbation import (
     PerturbationResults,
     parse_perturbation,
@@ -40,11 +42,9 @@ from simcore.perturbation.pairs import (
     token_overhead,
 )
 from simcore.perturbation.study import format_summary, write_study
-from simcore.records import read_json
 from simcore.replay import replay_async
-from simcore.runner import run_trial, run_trial_async
-from simcore.scenario import load_scenario
-from simcore.stats import proportion_ci
+from simcore.runs.runner import run_trial, run_trial_async
+from simcore.runs.scenario import load_scenario
 
 CFG = CorrosionConfig(rounds=2, n_peers=2)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
 CALLS = 12

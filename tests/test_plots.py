@@ -1,11 +1,11 @@
-"""simcore.plots: drawing in worker processes gives the same files as drawing here."""
+"""simcore.analysis.plots: drawing in worker processes gives the same files as drawing here."""
 
 from __future__ import annotations
 
 import os
 
 from scenarios.context_corrosion.plots import PLOT_FILES, write_run_plots
-from simcore import plots
+from simcore.analysis import plots
 from tests.test_context_corrosion_plots import results_for
 
 

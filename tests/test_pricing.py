@@ -61,8 +61,8 @@ def test_local_presets_and_the_stub_are_free():
 def test_a_stub_run_under_a_named_model_costs_what_its_estimate_says():
     from scenarios.context_corrosion import SCENARIO
     from scenarios.context_corrosion.config import CorrosionConfig
-    from simcore.estimate import estimate
-    from simcore.runner import run_trial
+    from simcore.runs.estimate import estimate
+    from simcore.runs.runner import run_trial
 
     spec = BackendSpec("stub", "gpt-4.1-mini")
     cfg = CorrosionConfig(rounds=1, n_peers=2, metrics=False)

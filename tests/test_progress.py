@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
-from simcore.progress import PlainProgress, progress_bar
+from simcore.base.progress import PlainProgress, progress_bar
 
 
 def test_a_stream_that_is_not_a_terminal_gets_one_line_per_tenth():

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.prose import (
+from simcore.replies.prose import (
     clauses,
     complete_part,
     dialogue,
@@ -43,7 +43,7 @@ def test_a_preposition_negates_only_the_mention_right_after_it():
 def test_a_real_reply_about_other_players_states_no_move():
     """SmolLM2-135M-Instruct, acausal decision, JSON mode off (2026-11-25): read as COOPERATE before."""
     from scenarios.acausal_cooperation.prompts import DecisionReply
-    from simcore.reading import read_reply
+    from simcore.replies.reading import read_reply
 
     reply = ("In this scenario, two players (A and B) play a prisoner's dilemma game with each other. The payoffs "
              "are calculated based on the strategy you write, where A defends themselves against B by defecting 3 "

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from backends.stub import StubBackend
 from simcore import LLMAgent, World
-from simcore.config import ConfigError
-from simcore.protocols import (
+from simcore.base.config import ConfigError
+from simcore.sim.protocols import (
     Majority,
     Plurality,
     Threshold,

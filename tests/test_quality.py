@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from simcore.quality import (
+from simcore.replies.quality import (
     ParseQuality,
     columns,
     summary_lines,
     unreadable_share,
     warnings,
 )
-from simcore.reading import FieldFlag, Reading
+from simcore.replies.reading import FieldFlag, Reading
 
 JSON, LABEL = Reading(object(), "json"), Reading(object(), "label")
 BAD, CUT_BAD = Reading(None, "unreadable", False, ("x",)), Reading(None, "unreadable", True, ("x",))
@@ -34,7 +34,7 @@ def test_each_turn_counts_once_under_its_final_reading():
 
 
 def test_budgets_lowered_to_fit_the_window_are_counted_and_said():
-    from simcore.quality import summary_lines
+    from simcore.replies.quality import summary_lines
 
     q = ParseQuality()
     q.record("vote", JSON)

@@ -10,8 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simcore.reading import json_objects, partial_object, read_reply, reask_prompt
-from simcore.schema import choice, confidence, flag, option, text
+from simcore.replies.reading import (
+    json_objects,
+    partial_object,
+    read_reply,
+    reask_prompt,
+)
+from simcore.replies.schema import choice, confidence, flag, option, text
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from simcore.reading import read_reply
-from simcore.schema import amount, choice, confidence, flag, likert, option, text
+from simcore.replies.reading import read_reply
+from simcore.replies.schema import (
+    amount,
+    choice,
+    confidence,
+    flag,
+    likert,
+    option,
+    text,
+)
 from tests.corpus.check_corpus import KINDS, load_corpus
 
 

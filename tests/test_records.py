@@ -11,8 +11,8 @@ import pytest
 from backends.registry import BackendSpec
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.records import atomic_write, check_run_id, staged_dir
-from simcore.runner import run_trial, run_trial_async, write_run
+from simcore.base.records import atomic_write, check_run_id, staged_dir
+from simcore.runs.runner import run_trial, run_trial_async, write_run
 from tests.helpers import FailingBackend
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.replay import main as replay_main
-from simcore.runner import run_trial, write_run
+from simcore.runs.runner import run_trial, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

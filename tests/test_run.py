@@ -18,7 +18,7 @@ def test_a_misspelt_name_is_one_line_listing_the_scenarios():
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: scenario: unknown scenario 'contxt_corrosion' (tried built-in "
-                                 "scenarios.contxt_corrosion, entry point 'contxt_corrosion' in simcore.scenarios, "
+                                 "contxt_corrosion, entry point 'contxt_corrosion' in simcore.scenarios, "
                                  "module contxt_corrosion); did you mean context_corrosion? installed: "
                                  "acausal_cooperation, context_corrosion, llm_auction, perturbation.<scenario>, "
                                  "veil_of_ignorance")

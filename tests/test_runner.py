@@ -6,7 +6,7 @@ import json
 
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.runner import run_trial, write_run
+from simcore.runs.runner import run_trial, write_run
 
 
 def test_three_phases_with_the_seeds_structure():
@@ -63,8 +63,8 @@ def test_a_world_that_fails_to_build_is_not_pinned_by_mesa():
     import pytest
 
     from backends.registry import BackendSpec
-    from simcore.config import ConfigError
-    from simcore.runner import build_world
+    from simcore.base.config import ConfigError
+    from simcore.runs.runner import build_world
 
     before = len(mesa.Agent._ids)
     cfg = CorrosionConfig(n_peers=2, topology="small_world:k=4,p=0.1")  # k does not fit 3 agents

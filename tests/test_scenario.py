@@ -1,4 +1,4 @@
-"""Finding scenarios by name (simcore.scenario.load_scenario): built-ins, entry points of
+"""Finding scenarios by name (simcore.runs.scenario.load_scenario): built-ins, entry points of
 an installed distribution, dotted paths; what a run records; bad names."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from scenarios.context_corrosion import SCENARIO as CORROSION
 from simcore.batch.worker import WorkerContext
 from simcore.replay import main as replay_main
 from simcore.replay import replay_async
-from simcore.runner import run_trial, write_run
-from simcore.scenario import (
+from simcore.runs.runner import run_trial, write_run
+from simcore.runs.scenario import (
     ScenarioNotFound,
     installed_names,
     installed_scenarios,
@@ -94,7 +94,7 @@ def test_perturbation_pairs_of_a_user_scenario(installed):
     ("mylab_crash", "scenario: importing mylab_crash failed: RuntimeError: boom at import"),
     ("mylab_exp:NOT_A_SCENARIO", "scenario: module mylab_exp has a int, not a Scenario, as NOT_A_SCENARIO"),
     ("mylab_exp:NOPE", "scenario: module mylab_exp defines no NOPE"),
-    ("mylab_nope", "scenario: unknown scenario 'mylab_nope' (tried built-in scenarios.mylab_nope, entry point "
+    ("mylab_nope", "scenario: unknown scenario 'mylab_nope' (tried built-in mylab_nope, entry point "
                    "'mylab_nope' in simcore.scenarios, module mylab_nope); did you mean mylab?"),
     ("perturbation.mylab_nope.x", "scenario: unknown scenario 'mylab_nope.x' (tried module mylab_nope.x)"),
 ])

@@ -1,7 +1,8 @@
 """The Scenario API is versioned: its public surface cannot change without a version bump.
 
-The surface is the :class:`~simcore.scenario.Scenario` fields and the signatures of
-the helpers scenarios use (``SURFACE``, the objects docs/scenario-api.md documents).
+The surface is every name :mod:`simcore.api` exports (``SURFACE``): the
+:class:`~simcore.runs.scenario.Scenario` fields and the signatures of the helpers
+scenarios use, the objects docs/scenario-api.md documents.
 ``tests/golden/scenario_api.json`` keeps the surface of every released
 ``SCENARIO_API_VERSION``. After an intended change, bump the version (major when
 something was removed or changed, minor when something was only added, patch for
@@ -24,25 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any, ForwardRef
 
-from simcore.scenario import SCENARIO_API_VERSION
+from simcore import api
+from simcore.runs.scenario import SCENARIO_API_VERSION
 
 GOLDEN = Path(__file__).parent / "golden" / "scenario_api.json"
-SURFACE = (
-    "simcore.scenario:Scenario", "simcore.scenario:ResultEntry", "simcore.scenario:load_scenario",
-    "simcore.scenario:ScenarioNotFound",
-    "simcore.config:Config", "simcore.config:param", "simcore.config:check_with", "simcore.config:ConfigError",
-    "simcore.kernel:World", "simcore.kernel:Reply", "simcore.agents:LLMAgent",
-    "simcore.protocols:parallel", "simcore.protocols:speaking_round", "simcore.protocols:vote",
-    "simcore.protocols:decision_rule", "simcore.protocols:open_floor", "simcore.protocols:sealed_bid_auction",
-    "simcore.protocols:ORDER_POLICIES",
-    "simcore.topology:build", "simcore.memory:make_memory", "simcore.rng:derive_seed", "simcore.rng:Streams",
-    "simcore.stats:describe", "simcore.stats:compare_metrics", "simcore.counterfactual:generic_compare",
-    "simcore.metric_kinds:Kind", "simcore.metric_kinds:proportion", "simcore.metric_kinds:score",
-    "simcore.metric_kinds:count", "simcore.metric_kinds:continuous", "simcore.metric_kinds:category",
-    "simcore.runner:run_trial", "simcore.runner:write_run", "simcore.runner:TrialResult",
-    "simcore.run:run_scenario",
-    "backends.base:LLMRequest", "backends.stub:generic_behaviour",
-)
+# Since 4.0.0 the surface is exactly the face scenario authors import from (simcore.api).
+SURFACE = tuple(f"simcore.api:{name}" for name in api.__all__ if name != "SCENARIO_API_VERSION")
 
 
 def describe(obj: Any) -> Any:
@@ -69,7 +57,7 @@ def describe(obj: Any) -> Any:
         return out
     if callable(obj):
         return _signature(obj)
-    return repr(obj)
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(obj))  # values that hold functions
 
 
 def _signature(func: Any) -> str:
@@ -187,7 +175,7 @@ def test_the_surface_is_the_one_recorded_for_this_version():
     diff = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
     assert not diff, (
         f"the Scenario API changed without a version bump ({', '.join(diff)}): bump "
-        f"simcore.scenario.SCENARIO_API_VERSION (now {SCENARIO_API_VERSION}) and run "
+        f"simcore.runs.scenario.SCENARIO_API_VERSION (now {SCENARIO_API_VERSION}) and run "
         "python -m tests.test_scenario_api --record"
     )
 
@@ -224,7 +212,7 @@ def test_the_bump_rule_catches_changes():
 
 
 def test_the_surface_sees_a_scenario_field_change():
-    from simcore.scenario import Scenario
+    from simcore.runs.scenario import Scenario
 
     extended = dataclasses.make_dataclass("Scenario", [("extra", int, dataclasses.field(default=0))],
                                           bases=(Scenario,), frozen=True)
@@ -237,7 +225,7 @@ def record() -> int:
     now = surface()
     if golden.get(SCENARIO_API_VERSION, now) != now:
         print(f"error: version {SCENARIO_API_VERSION} is recorded with another surface; bump "
-              "simcore.scenario.SCENARIO_API_VERSION first", file=sys.stderr)
+              "simcore.runs.scenario.SCENARIO_API_VERSION first", file=sys.stderr)
         return 2
     previous = [v for v in golden if parse_version(v) < parse_version(SCENARIO_API_VERSION)]
     if previous:
@@ -257,3 +245,28 @@ if __name__ == "__main__":
         print("usage: python -m tests.test_scenario_api --record", file=sys.stderr)
         raise SystemExit(2)
     raise SystemExit(record())
+
+
+def test_every_framework_name_the_built_in_scenarios_import_is_in_the_newest_published_api():
+    import ast
+
+    golden = load_golden()
+    newest = golden[max(golden, key=parse_version)]
+    published = {ref.partition(":")[2] for ref in newest if ref.startswith("simcore.api:")}
+    outside = []
+    for path in sorted((Path(__file__).parent.parent / "scenarios").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                outside += [f"{path.name}: import {a.name}" for a in node.names
+                            if a.name.split(".")[0] in ("simcore", "backends")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("simcore", "backends"):
+                outside += [f"{path.name}: {node.module}:{a.name}" for a in node.names
+                            if node.module != "simcore.api" or a.name not in published]
+    assert not outside, f"scenarios import framework names outside the published simcore.api: {outside}"
+
+
+def test_the_api_module_docstring_places_every_exported_name_in_a_group():
+    groups = api.__doc__.partition("What it holds, by group")[2]
+    listed = re.findall(r"``([A-Za-z_][A-Za-z0-9_]*)``", groups)
+    assert sorted(set(api.__all__) - set(listed)) == []
+    assert len(listed) == len(set(listed)), "a name listed in two groups"

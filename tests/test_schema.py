@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.schema import (
+from simcore.replies.schema import (
     Amount,
     Choice,
     Confidence,
@@ -204,7 +204,7 @@ def test_helpers_build_fields():
 
 
 def test_fixed_answers_are_enums_so_a_constraining_provider_writes_only_those():
-    from simcore.schema import allowed_keys, likert, option
+    from simcore.replies.schema import allowed_keys, likert, option
 
     @dataclass(frozen=True, kw_only=True)
     class Form:
@@ -235,8 +235,8 @@ def test_every_value_the_schema_allows_is_read(name, seed):
     from backends.stub import sample_schema
     from scenarios.llm_auction.experiment import Assessment, Ballot
     from scenarios.veil_of_ignorance.experiment import Ratings, Turn
-    from simcore.reading import read_reply
-    from simcore.schema import allowed_keys
+    from simcore.replies.reading import read_reply
+    from simcore.replies.schema import allowed_keys
 
     schema, allowed = {
         "veil_ratings": (Ratings, None), "veil_turn": (Turn, None),

@@ -1,4 +1,4 @@
-"""simcore.stats: intervals and tests chosen from a metric's kind, checked against
+"""simcore.analysis.stats: intervals and tests chosen from a metric's kind, checked against
 reference libraries (statsmodels, scipy) and published examples, and valid at the edges."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from simcore.metric_kinds import continuous, count, proportion, score
-from simcore.stats import (
+from simcore.analysis.metric_kinds import continuous, count, proportion, score
+from simcore.analysis.stats import (
     MAX_EXACT_PAIRS,
     RANDOM_PATTERNS,
     compare_metrics,

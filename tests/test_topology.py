@@ -6,10 +6,11 @@ import networkx as nx
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, topology
-from simcore.config import ConfigError
-from simcore.protocols import speaking_round
-from simcore.topology import (
+from simcore import LLMAgent, World
+from simcore.base.config import ConfigError
+from simcore.sim import topology
+from simcore.sim.protocols import speaking_round
+from simcore.sim.topology import (
     build,
     complete,
     from_file,

@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.base import canonical_json
-from simcore import trace as trace_module
-from simcore.readers import DamagedFile
+from simcore.base.files import DamagedFile
 from simcore.replay import replay_async
-from simcore.runner import run_trial, write_run
-from simcore.scenario import load_scenario
-from simcore.trace import (
+from simcore.runs.runner import run_trial, write_run
+from simcore.runs.scenario import load_scenario
+from simcore.sim import trace as trace_module
+from simcore.sim.trace import (
     STREAM_FROM_AGENTS,
     Fields,
     StreamedTrace,

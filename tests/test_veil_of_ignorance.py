@@ -28,13 +28,13 @@ from scenarios.veil_of_ignorance.principles import (
     draw_classes,
     lift_veil,
 )
+from simcore.base.config import ConfigError
+from simcore.base.rng import Streams
 from simcore.cli import load_config_file, main
-from simcore.config import ConfigError
-from simcore.protocols import decision_rule
-from simcore.reading import read_reply
 from simcore.replay import replay_async
-from simcore.rng import Streams
-from simcore.runner import run_trial, run_trial_async, write_run
+from simcore.replies.reading import read_reply
+from simcore.runs.runner import run_trial, run_trial_async, write_run
+from simcore.sim.protocols import decision_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "scenarios" / "veil_of_ignorance" / "configs"
@@ -93,7 +93,7 @@ def test_parse_amount(value, amount):
 
 def _read(schema, name, value):
     """One field of a reply schema read as the scenario reads it (None when unreadable)."""
-    from simcore.schema import plan
+    from simcore.replies.schema import plan
 
     kind = next(f.kind for f in plan(schema) if f.name == name)
     got, err = kind.read(value)
@@ -322,7 +322,7 @@ def test_same_seed_same_trace(seed, memory):
 
 def test_trace_identical_across_processes_and_hash_seeds():
     code = (
-        "from scenarios.veil_of_ignorance import SCENARIO as S; from simcore.runner import run_trial; "
+        "from scenarios.veil_of_ignorance import SCENARIO as S; from simcore.runs.runner import run_trial; "
         "print(run_trial(S, S.config_type.from_mapping({'memory': 'decomposed', 'max_rounds': 3}), 5)"
         ".trace.sha256())"
     )

@@ -66,7 +66,7 @@ def runs(tmp_path_factory):
                                "--executor", "serial", "--no-plot", "--no-progress",
                                "--out", str(root / "sweeps" / "s1")]) == 0
     ids["sweep"] = "sweeps/s1"
-    from scenarios.llm_auction.compare import main as compare_main
+    from scenarios.llm_auction import compare_command as compare_main
 
     assert _quiet(compare_main, ["--trials", "2", "--n-agents", "5", "--n-vignettes", "2",
                                  "--out", str(root / "cmp")]) == 0
@@ -259,9 +259,9 @@ def test_plot_names_outside_the_entry_are_refused(runs):
 
 
 def test_compare_aligns_two_runs_and_marks_t_star(runs):
-    from simcore.divergence import comparable_signatures, compare_signatures
-    from simcore.readers import read_manifest, read_trace
-    from simcore.trace import Trace
+    from simcore.analysis.divergence import comparable_signatures, compare_signatures
+    from simcore.base.files import read_manifest, read_trace
+    from simcore.sim.trace import Trace
 
     root, ids = runs
     a, b = ids["cassette"], ids["short"]
@@ -277,7 +277,7 @@ def test_compare_aligns_two_runs_and_marks_t_star(runs):
 
 
 def test_study_pairs_open_as_a_comparison_matching_the_stored_alignment(runs):
-    from simcore.readers import read_jsonl
+    from simcore.base.files import read_jsonl
 
     root, ids = runs
     [(status, html)] = get(root, f"/study/{ids['study']}")
@@ -322,7 +322,7 @@ def _rows(html: str) -> list[str]:
 
 
 def test_comparison_plots_are_served_and_checked_against_its_manifest(runs, tmp_path):
-    from simcore.readers import read_comparison_manifest, recorded_files
+    from simcore.base.files import read_comparison_manifest, recorded_files
 
     root, ids = runs
     cid = ids["comparison"]
@@ -344,7 +344,7 @@ def test_comparison_plots_are_served_and_checked_against_its_manifest(runs, tmp_
 
 
 def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
-    from simcore.readers import read_record
+    from simcore.base.files import read_record
 
     root, ids = runs
     [(status, html)] = get(root, "/")
@@ -433,8 +433,8 @@ def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
 def test_html_in_agent_text_is_escaped(tmp_path):
     import hashlib
 
-    from simcore.records import write_json
-    from simcore.trace import Trace
+    from simcore.base.records import write_json
+    from simcore.sim.trace import Trace
 
     trace = Trace()
     trace.emit(0.0, "message", "<img src=x onerror=alert(1)>", {"phase": "<b>"},

@@ -7,6 +7,7 @@ round robin, payoffs scale with power, and scripted classic strategies can join.
 configs (the original's baseline, high_temp and low_temp) side by side.
 """
 
+from scenarios.acausal_cooperation import compare_configs
 from scenarios.acausal_cooperation.analysis import (
     KINDS,
     analyze,
@@ -16,15 +17,19 @@ from scenarios.acausal_cooperation.analysis import (
     write_artifacts,
 )
 from scenarios.acausal_cooperation.behaviour import make_behaviour
-from scenarios.acausal_cooperation.compare_configs import main as compare_main
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import build
-from simcore.scenario import Null, Scenario
+from simcore.api import Null, Scenario
 
 
 def embeds(cfg: AcausalConfig) -> bool:
     """Whether the analysis embeds texts (a module function: scenarios are pickled for pool workers)."""
     return bool(cfg.embeddings)
+
+
+def compare_command(argv: list[str]) -> int:
+    """``python -m scenarios.acausal_cooperation compare``: several configs side by side (see :mod:`.compare_configs`)."""
+    return compare_configs.main(SCENARIO, argv)
 
 
 SCENARIO = Scenario(
@@ -40,7 +45,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
-    commands={"compare": compare_main},
+    commands={"compare": compare_command},
     embeds=embeds,
     counterfactual=("identity_insight", True, False),
     compare=compare,

@@ -16,7 +16,7 @@ agent's, so it is left out and counted beside the figure (``fallback_moves``);
 game-level rates use the games whose two moves were both chosen. The strategy
 figures (identity reasoning, surprise, similarity) use readable strategy replies
 only. ``basis`` in the results says what each metric rests on (see
-:mod:`simcore.basis`).
+:mod:`simcore.analysis.basis`).
 - **convergence** (the seed's rule, on the mutual-cooperation trend): with more
   than 3 rounds, converged when the last 3 rounds span less than 0.1; then
   ``convergence_round`` = the first of those 3, else the number of rounds.
@@ -42,21 +42,32 @@ only. ``basis`` in the results says what each metric rests on (see
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+import networkx as nx
 import numpy as np
 
 from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import round_scores
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
-from simcore import metric_kinds as mk
-from simcore.basis import basis, shown
-from simcore.kernel import World
-from simcore.plots import run_plots_wanted
-from simcore.records import atomic_write, write_json
+from simcore.api import (
+    World,
+    atomic_write,
+    basis,
+    encode,
+    generic_compare,
+    run_plots_wanted,
+    shown,
+    write_json,
+)
+from simcore.api import continuous as continuous_kind
+from simcore.api import count as count_kind
+from simcore.api import proportion as proportion_kind
+from simcore.api import score as score_kind
 
 IDENTITY_KEYWORDS = (
     "identical", "same agent", "same model", "logical correlation", "acausal", "superrational",
@@ -100,10 +111,6 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 
 def strategy_similarity(rounds: Sequence[dict[str, Any]]) -> list[float | None]:
     """Per round, the mean pairwise cosine of the readable strategy texts' embeddings."""
-    from simcore.embeddings import (
-        encode,  # lazy: sentence-transformers takes seconds to import
-    )
-
     readable = [[s for s in rec["strategies"] if not s["parse_error"]] for rec in rounds]
     texts = [s["strategy_text"] for rs in readable for s in rs]
     vecs = encode(texts) if texts else np.zeros((0, 1))
@@ -175,8 +182,6 @@ def defection_triggers(decisions: Sequence[dict[str, Any]]) -> list[dict[str, An
 
 def cooperation_clusters(n: int, games: Sequence[dict[str, Any]], threshold: float = 0.5) -> list[list[int]]:
     """Groups of players linked by pairs whose games were mostly mutual cooperation."""
-    import networkx as nx
-
     per_pair: dict[tuple[int, int], list[bool]] = {}
     for g in games:
         key = (min(g["player1_id"], g["player2_id"]), max(g["player1_id"], g["player2_id"]))
@@ -414,14 +419,14 @@ KINDS = {
         "cooperation_rate", "mutual_cooperation_rate", "first_round_cooperation_rate",
         "final_round_cooperation_rate", "final_cooperation_rate", "identity_reasoning_frequency",
         "surprise_at_defection", "cooperation_despite_asymmetry", "cooperation_symmetric", "converged",
-    ), mk.proportion()),
-    "superrationality_score": mk.score(0, 1),
-    "strategy_similarity_mean": mk.score(-1, 1), "strategy_similarity_final": mk.score(-1, 1),
+    ), proportion_kind()),
+    "superrationality_score": score_kind(0, 1),
+    "strategy_similarity_mean": score_kind(-1, 1), "strategy_similarity_final": score_kind(-1, 1),
     **dict.fromkeys((
         "n_players", "n_llm", "n_scripted", "rounds", "games", "fallback_moves", "convergence_round",
         "decision_parse_errors", "decision_prose_reads", "strategy_parse_errors",
-    ), mk.count()),
-    "mean_score": mk.continuous(0), "score_std": mk.continuous(0), "sim_time_end": mk.continuous(0),
+    ), count_kind()),
+    "mean_score": continuous_kind(0), "score_std": continuous_kind(0), "sim_time_end": continuous_kind(0),
 }
 
 
@@ -430,9 +435,6 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
 
     A module-level function rather than a lambda: the batch runner pickles scenarios.
     """
-    # Imported here: it pulls in scipy and the runner, which a plain run does not need yet.
-    from simcore.counterfactual import generic_compare
-
     return generic_compare(a, b, names=COMPARED, kinds=KINDS)
 
 
@@ -620,8 +622,7 @@ def _player_labels(players: Sequence[dict[str, Any]]) -> list[str]:
 
 def write_plots(plot_dir: Path, rounds: Sequence[dict[str, Any]], results: dict[str, Any]) -> list[Path]:
     """Cooperation per round, power evolution and the pairwise payoff heat map."""
-    import io
-
+    # Deferred on purpose: matplotlib (heavy) loads only when plots are drawn.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -48,8 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import LLMRequest
-from backends.stub import generic_behaviour
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
 from scenarios.acausal_cooperation.prompts import (
     HISTORY_HEADER,
@@ -58,7 +56,7 @@ from scenarios.acausal_cooperation.prompts import (
     PAIR_HEADER,
     STRATEGY_HEADER,
 )
-from simcore.rng import derive_seed
+from simcore.api import LLMRequest, derive_seed, generic_behaviour
 
 RULES = (
     ("always_defect", "Defect in every game, whatever the opponent does."),

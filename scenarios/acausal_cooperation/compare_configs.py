@@ -23,9 +23,9 @@ cooperation in the last round), ``superrationality_score`` its overall score,
 its convergence round (the number of rounds when the trend did not converge).
 
 Intervals: with two trials or more, over trials (the trial is the unit):
-:func:`simcore.stats.describe` with each metric's declared kind
+:func:`simcore.analysis.stats.describe` with each metric's declared kind
 (:data:`~scenarios.acausal_cooperation.analysis.KINDS`). With one trial, the
-shares get the Wilson interval of the run's own count (:func:`simcore.stats.proportion_ci`: final-round games, readable strategies),
+shares get the Wilson interval of the run's own count (:func:`simcore.analysis.stats.proportion_ci`: final-round games, readable strategies),
 which treats games as independent though players repeat; the score and the
 round get none. ``interval`` in each row says which.
 
@@ -45,37 +45,42 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from backends.errors import BackendConfigError
-from backends.registry import BackendSpec
 from scenarios.acausal_cooperation.analysis import KINDS
 from scenarios.acausal_cooperation.config import AcausalConfig
-from simcore.cli import (
+from simcore.api import (
+    BackendConfigError,
+    BackendSpec,
+    ConfigError,
     OneLineParser,
+    Scenario,
     add_common_args,
     add_config_args,
+    atomic_write,
     backend_spec,
     check_before_work,
+    check_run_id,
+    close_backend,
+    code_revision,
     config_file,
     config_values,
+    derive_seed,
+    describe,
     fail,
     load_config_file,
+    new_run_id,
+    package_versions,
     parse_seed,
     parse_trials,
     print_estimate,
-)
-from simcore.config import ConfigError
-from simcore.records import (
-    atomic_write,
-    check_run_id,
-    code_revision,
-    new_run_id,
-    package_versions,
+    progress_bar,
+    proportion_ci,
+    run_trial_async,
+    scenario_backend,
     staged_dir,
     utc_now,
     write_json,
+    write_run,
 )
-from simcore.rng import derive_seed
-from simcore.stats import describe, proportion_ci
 
 DEFAULT_CONFIGS = ("baseline", "high_temp", "low_temp")
 #: The original experiment's columns: (column, metric); intervals follow the metric's kind.
@@ -138,22 +143,18 @@ def resolve_configs(values: Sequence[str], args: Any) -> tuple[list[str], list[A
     return names, configs
 
 
-async def run_comparison_async(names: Sequence[str], configs: Sequence[AcausalConfig], seed: int, n_trials: int,
-                               spec: BackendSpec | None = None, progress: bool = False) -> Comparison:
-    """Run every config on the same trial seeds, all on one loop."""
-    from scenarios.acausal_cooperation import SCENARIO
-    from simcore.progress import progress_bar
-    from simcore.runner import close_backend, run_trial_async, scenario_backend
-
+async def run_comparison_async(scenario: Scenario, names: Sequence[str], configs: Sequence[AcausalConfig], seed: int,
+                               n_trials: int, spec: BackendSpec | None = None, progress: bool = False) -> Comparison:
+    """Run every config on the same trial seeds (trials of ``scenario``, acausal_cooperation's), all on one loop."""
     spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
     jobs = [(name, cfg, s) for name, cfg in zip(names, configs) for s in seeds]
     # One real backend for every trial: its limits and budget hold for the whole comparison.
-    shared = None if spec.name == "stub" else scenario_backend(SCENARIO, configs[0], spec)
+    shared = None if spec.name == "stub" else scenario_backend(scenario, configs[0], spec)
     bar = progress_bar(len(jobs), desc="acausal_cooperation compare", unit="trial", disable=not progress)
 
     async def one(cfg: AcausalConfig, s: int) -> Any:
-        trial = await run_trial_async(SCENARIO, cfg, s, spec, shared)
+        trial = await run_trial_async(scenario, cfg, s, spec, shared)
         bar.update(1)
         return trial
 
@@ -239,8 +240,6 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 def write_comparison(c: Comparison, rows: Sequence[dict[str, Any]], spec: BackendSpec, out: str | Path,
                      command: str = "") -> Path:
     """Write the comparison directory (see the module docstring); returns its path."""
-    from simcore.runner import write_run
-
     run_id = check_run_id(f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "acausal_cooperation" / run_id
     run_ids: dict[tuple[str, int], str] = {}
@@ -280,10 +279,8 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    """The ``compare`` subcommand; returns the exit status."""
-    from scenarios.acausal_cooperation import SCENARIO
-
+def main(scenario: Scenario, argv: Sequence[str]) -> int:
+    """The ``compare`` subcommand of ``scenario`` (acausal_cooperation's, which passes itself); returns the exit status."""
     argv = list(argv)
     args = build_parser().parse_args(argv)
     try:
@@ -300,9 +297,9 @@ def main(argv: Sequence[str]) -> int:
         spec = backend_spec(args)
         if args.estimate:
             runs = [(cfg, s) for cfg in configs for s in trial_seeds(seed, n)]
-            return print_estimate(SCENARIO, runs, spec, as_json=args.json)
+            return print_estimate(scenario, runs, spec, as_json=args.json)
         check_before_work(args.out, spec)
-        c = asyncio.run(run_comparison_async(names, configs, seed, n, spec, progress=True))
+        c = asyncio.run(run_comparison_async(scenario, names, configs, seed, n, spec, progress=True))
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     command = "python -m scenarios.acausal_cooperation compare " + " ".join(argv)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from scenarios.acausal_cooperation.scripted import Script, parse_scripted
-from simcore.config import Config, ConfigError, check_with, param
+from simcore.api import Config, ConfigError, check_with, param
 
 
 def _model_name(value: str) -> str | None:

@@ -56,9 +56,7 @@ from scenarios.acausal_cooperation.prompts import (
     strategy_prompt,
 )
 from scenarios.acausal_cooperation.scripted import Script
-from simcore.agents import LLMAgent
-from simcore.kernel import Reply, World
-from simcore.protocols import parallel
+from simcore.api import LLMAgent, Reply, World, parallel
 
 GAME_GAP_S = 1.0
 

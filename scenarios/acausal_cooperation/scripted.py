@@ -28,7 +28,7 @@ import numpy as np
 
 from scenarios.acausal_cooperation.game import COOPERATE as C
 from scenarios.acausal_cooperation.game import DEFECT as D
-from simcore.config import ConfigError
+from simcore.api import ConfigError
 
 Rule = Callable[[Sequence[str], Sequence[str], float, np.random.Generator], str]
 

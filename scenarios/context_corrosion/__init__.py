@@ -4,7 +4,8 @@ See ``../shared/seeds/context_corrosion.md`` for the experiment and the README f
 the CLI and the HTTP API. ``SCENARIO`` is what the framework runs. Modules:
 config, tasks (the five tasks and their stance banks), experiment (the SimPy
 phases), behaviour (the stub's ground truth), metrics (the seed's metrics and
-compare_runs), analysis (embeddings, results, artifacts), plots, api.
+compare_runs), analysis (embeddings, results, artifacts), plots, service (the
+HTTP service, ``serve``).
 """
 
 from scenarios.context_corrosion.analysis import (
@@ -17,16 +18,15 @@ from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
 from scenarios.context_corrosion.metrics import KINDS
-from simcore.scenario import Null, ResultEntry, Scenario
+from simcore.api import Null, ResultEntry, Scenario
 
 
 def serve(argv: list[str]) -> int:
-    """``python -m scenarios.context_corrosion serve``: the HTTP API (see :mod:`.api`)."""
-    # Imported here so that aiohttp.web loads only when serving.
-    from scenarios.context_corrosion.api import serve_command
+    """``python -m scenarios.context_corrosion serve``: the HTTP service (see :mod:`.service`)."""
+    # Deferred on purpose: the service brings aiohttp.web (heavy), needed only when serving.
+    from scenarios.context_corrosion.service import serve_command
 
     return serve_command(argv)
-
 
 
 def embeds(cfg: CorrosionConfig) -> bool:

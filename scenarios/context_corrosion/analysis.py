@@ -1,7 +1,7 @@
 """Analysis of a context-corrosion run: embeddings, the seed's metrics, artifacts.
 
 :func:`analyze` embeds what every agent said (one batched encode per
-trial, through :mod:`simcore.embeddings`) and computes the metrics of
+trial, through :mod:`simcore.analysis.embeddings`) and computes the metrics of
 :mod:`.metrics`. With ``metrics=False`` in the config it skips the embeddings and
 keeps only the reply-level figures, so kernel benchmarks never load the model.
 """
@@ -21,11 +21,15 @@ from scenarios.context_corrosion.metrics import (
     corrosion_metrics,
 )
 from scenarios.context_corrosion.tasks import task
-from simcore.basis import basis, shown
-from simcore.kernel import World
-from simcore.plots import run_plots_wanted
-from simcore.records import write_json
-from simcore.rng import derive_seed
+from simcore.api import (
+    EmbeddingStore,
+    World,
+    basis,
+    derive_seed,
+    run_plots_wanted,
+    shown,
+    write_json,
+)
 
 STRUCTURED = ("convergence_matrix", "directional_convergence", "lifecycle_entropy", "lifecycle_diversity",
               "metrics_summary")
@@ -38,8 +42,6 @@ def label(cfg: CorrosionConfig) -> str:
 
 def embed(texts: dict[tuple[str, int, str], str]) -> Any:
     """An EmbeddingStore of ``texts``, in one encode call (a vector does not depend on its batch)."""
-    from simcore.embeddings import EmbeddingStore
-
     store = EmbeddingStore()
     store.add_batch(texts.items())
     return store
@@ -47,7 +49,7 @@ def embed(texts: dict[tuple[str, int, str], str]) -> Any:
 
 def analyze(world: World, cfg: CorrosionConfig) -> dict[str, Any]:
     """Results: scalar metrics (batch-runner columns), the seed's metric objects, and
-    each metric's basis (how many readable replies it rests on; see :mod:`simcore.basis`)."""
+    each metric's basis (how many readable replies it rests on; see :mod:`simcore.analysis.basis`)."""
     log = world.state.get("log", [])
     finals = [e for e in log if e["phase"] == "final"]
     initials = [e for e in log if e["phase"] == "phase1"]
@@ -212,6 +214,7 @@ def write_artifacts(run_dir: Path, world: World, cfg: CorrosionConfig, results: 
     added: dict[str, Any] = {}
     store = world.state.get("embeddings")
     if store is not None:
+        # Deferred on purpose: the plots module brings matplotlib (heavy), needed only when writing.
         from scenarios.context_corrosion.plots import write_run_plots
 
         store.save(run_dir / "embeddings.npz")

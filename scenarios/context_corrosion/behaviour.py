@@ -42,10 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import LLMRequest
-from backends.stub import generic_behaviour, keyed_generator
-from scenarios.context_corrosion.tasks import TASKS, Task
-from simcore.agents import HISTORY_HEADER
+from scenarios.context_corrosion.tasks import TASKS, Task, task
+from simcore.api import HISTORY_HEADER, LLMRequest, generic_behaviour, keyed_generator
 
 LEVEL_STANCE = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
@@ -252,6 +250,4 @@ def _decoded(task_id: int, pairs: list[tuple[str, str]]) -> Heard:
 
 def make_behaviour(cfg: Any) -> CorrosionBehaviour:
     """The behaviour model for a config."""
-    from scenarios.context_corrosion.tasks import task
-
     return CorrosionBehaviour(task(cfg.task), cfg.conformity, cfg.authority_weight)

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scenarios.context_corrosion.tasks import TASKS
-from simcore.config import Config, check_with, param
-from simcore.memory import make_memory
-from simcore.protocols import ORDER_POLICIES
-from simcore.topology import validate_spec
+from simcore.api import (
+    ORDER_POLICIES,
+    Config,
+    check_with,
+    make_memory,
+    param,
+    validate_spec,
+)
 
 
 @dataclass(frozen=True)

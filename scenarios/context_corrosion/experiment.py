@@ -17,12 +17,19 @@ from typing import Any, ClassVar
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.tasks import Task
 from scenarios.context_corrosion.tasks import task as get_task
-from simcore.agents import LLMAgent
-from simcore.kernel import Reply, World
-from simcore.memory import make_memory
-from simcore.protocols import parallel, speaking_round
-from simcore.schema import confidence, flag, text, text_list
-from simcore.topology import build as build_topology
+from simcore.api import (
+    LLMAgent,
+    Reply,
+    World,
+    confidence,
+    flag,
+    make_memory,
+    parallel,
+    speaking_round,
+    text,
+    text_list,
+)
+from simcore.api import build as build_topology
 
 BASE_PROMPT = (
     "You are a member of a small deliberation panel. Reason carefully about the task, "

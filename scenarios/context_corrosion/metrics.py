@@ -2,7 +2,7 @@
 
 Every function reads sentence embeddings from a mapping keyed by
 ``(phase, round, agent)``: phase "phase1" (round 0), "discussion" (rounds 1..N)
-and "final" (round 0). An :class:`~simcore.embeddings.EmbeddingStore` is such a
+and "final" (round 0). An :class:`~simcore.analysis.embeddings.EmbeddingStore` is such a
 mapping; tests pass plain dicts of hand-made vectors. Similarities are cosines.
 
 - :func:`convergence_matrix`: per round, each peer's similarity to D, the mean
@@ -18,7 +18,7 @@ mapping; tests pass plain dicts of hand-made vectors. Similarities are cosines.
 - :func:`metrics_summary`: the original experiment's summary object; :data:`COMPARED` are its
   scalar keys that runs are compared on.
 - :func:`compare_runs`: one run against one run (``delta_mean``) or Monte Carlo
-  arms against each other (:func:`simcore.stats.compare_metrics`: the test each
+  arms against each other (:func:`simcore.analysis.compare_metrics`: the test each
   metric's kind calls for, Holm across the compared metrics, Cohen's d), with the
   original experiment's interpretation sentence.
 - :data:`KINDS`: every metric's kind and bounds (cosines lie in [-1, 1], cosine
@@ -33,8 +33,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simcore import stats
-from simcore.metric_kinds import continuous, count, score
+from simcore.api import compare_metrics, continuous, count, decision_p, describe, score
 
 PHASE1, DISCUSSION, FINAL = "phase1", "discussion", "final"
 Vectors = Mapping[tuple[str, int, str], np.ndarray]
@@ -275,7 +274,7 @@ def compare_runs(
         ``run_A`` and ``run_B`` (per metric: ``mean``; for lists also std, min,
         max, n and a 95% CI) and ``difference_summary``: per metric
         ``delta_mean`` (A - B); for lists also every field of
-        :func:`simcore.stats.compare_metrics` (the ``test``, its raw ``p_value``,
+        :func:`simcore.analysis.compare_metrics` (the ``test``, its raw ``p_value``,
         ``p_adjusted`` across the ``family`` of compared metrics, the decision
         ``significant`` and its rule ``decided_by``, the interval at the
         family's level) and the original experiment's fields: ``t_statistic``
@@ -300,7 +299,7 @@ def compare_runs(
         raise TypeError("compare_runs: give two metrics dicts or two lists of them")
     if len(a) < 2 or len(b) < 2:
         raise ValueError("compare_runs: Monte Carlo arms need at least 2 trials each")
-    diff = stats.compare_metrics(a, b, COMPARED, paired_samples=paired, seed=seed, kinds=KINDS)
+    diff = compare_metrics(a, b, COMPARED, paired_samples=paired, seed=seed, kinds=KINDS)
     for d in diff.values():
         d.setdefault("t_statistic", None)
         d["significant_p05"] = None if d["p_value"] is None else d["p_value"] < 0.05
@@ -310,7 +309,7 @@ def compare_runs(
     diff["interpretation"] = interpretation(diff, single=False)
 
     def aggregate(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        return {k: stats.describe([r.get(k) for r in rows], kind=KINDS[k]).to_dict() for k in COMPARED}
+        return {k: describe([r.get(k) for r in rows], kind=KINDS[k]).to_dict() for k in COMPARED}
 
     return {"run_A": aggregate(a), "run_B": aggregate(b), "difference_summary": diff}
 
@@ -334,7 +333,7 @@ def interpretation(diff: Mapping[str, Any], *, single: bool) -> str:
             else "no corrosion signal in this pair."
         )
     else:
-        p = stats.decision_p(dd)
+        p = decision_p(dd)
         where = (f"{dd.get('test')}, {dd.get('family')}: adjusted p = {_fmt_p(p)}, "
                  f"Cohen's d = {_fmt(dd.get('cohen_d'))}")
         if dd.get("significant") is None:

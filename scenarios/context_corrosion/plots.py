@@ -9,7 +9,7 @@ Per run, into ``<run dir>/plots/`` (``label`` is run_a or run_b):
 - ``directional_convergence_{label}.png``: initial vs final alignment to D per
   peer, and the signed directional delta.
 
-The Monte Carlo comparison figure is generic: :func:`simcore.plots.comparison_plot`.
+The Monte Carlo comparison figure is generic: :func:`simcore.analysis.plots.comparison_plot`.
 
 Figures are built as :class:`matplotlib.figure.Figure` objects, never through
 pyplot, so plotting holds no global state and is safe from worker threads.
@@ -23,8 +23,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from simcore.plots import draw_all
+from simcore.api import draw_all
 
 DPI = 100
 PLOT_FILES = {
@@ -206,8 +207,6 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     for yi, d in zip(y, deltas):
         right.text(d, yi, f" {d:+.3f} ", va="center", ha="left" if d >= 0 else "right", fontsize=9)
     right.set_xlabel("directional delta = final − initial alignment")
-    from matplotlib.patches import Patch
-
     right.legend(
         handles=[Patch(color="#c0392b", label="moved toward D"), Patch(color="#2e86c1", label="moved away from D")],
         fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,

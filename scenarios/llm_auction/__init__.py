@@ -6,8 +6,8 @@ CLI. ``SCENARIO`` is what the framework runs; ``compare`` runs all three
 mechanisms on shared seeds.
 """
 
+from scenarios.llm_auction import compare
 from scenarios.llm_auction.analysis import (
-    KINDS,
     analyze,
     compare_arms,
     outcome,
@@ -15,10 +15,16 @@ from scenarios.llm_auction.analysis import (
     write_artifacts,
 )
 from scenarios.llm_auction.behaviour import make_behaviour
-from scenarios.llm_auction.compare import main as compare_main
 from scenarios.llm_auction.config import AuctionConfig
 from scenarios.llm_auction.experiment import build
-from simcore.scenario import Null, Scenario
+from scenarios.llm_auction.kinds import KINDS
+from simcore.api import Null, Scenario
+
+
+def compare_command(argv: list[str]) -> int:
+    """``python -m scenarios.llm_auction compare``: every mechanism on shared seeds (see :mod:`.compare`)."""
+    return compare.main(SCENARIO, argv)
+
 
 SCENARIO = Scenario(
     name="llm_auction",
@@ -33,7 +39,7 @@ SCENARIO = Scenario(
     behaviour=make_behaviour,
     summarize=summarize,
     write_artifacts=write_artifacts,
-    commands={"compare": compare_main},
+    commands={"compare": compare_command},
     counterfactual=("mechanism", "auction", "free_discussion"),
     compare=compare_arms,
     outcome=outcome,

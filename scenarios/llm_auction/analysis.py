@@ -15,13 +15,18 @@ import numpy as np
 import pandas as pd
 
 from scenarios.llm_auction.config import STYLES, AuctionConfig
-from simcore.basis import basis, shown
-from simcore.counterfactual import generic_compare
-from simcore.kernel import World
-from simcore.metric_kinds import continuous, count, proportion, score
-from simcore.plots import run_plots_wanted
-from simcore.records import atomic_write
-from simcore.stats import describe, proportion_ci
+from scenarios.llm_auction.kinds import COMPARED, KINDS
+from scenarios.llm_auction.plots import participation_by_style
+from simcore.api import (
+    World,
+    atomic_write,
+    basis,
+    describe,
+    generic_compare,
+    proportion_ci,
+    run_plots_wanted,
+    shown,
+)
 
 VIGNETTE_COLUMNS = (
     "mechanism", "seed", "vignette_index", "vignette_id", "title", "consensus", "decision",
@@ -293,33 +298,12 @@ def write_artifacts(run_dir: Path, world: World, cfg: AuctionConfig, results: di
     atomic_write(run_dir / "flagged_replies.csv", flagged.to_csv(index=False))
     files.append("flagged_replies.csv")
     if run_plots_wanted():
-        from scenarios.llm_auction.plots import participation_by_style
-
         participation_by_style(t["agent_round_results"], run_dir / "plots" / "participation_by_style.png")
         files.append("plots/participation_by_style.png")
     return {"artifacts": files}
 
 
 # -- comparisons between two arms ------------------------------------------------
-COMPARED = ("correctness", "mean_reward", "spend_per_vignette", "cost_per_vignette", "participation")
-#: Every metric's kind and bounds (``Scenario.kinds``); rates are shares of yes/no outcomes.
-KINDS = {
-    **dict.fromkeys((
-        "correctness", "majority_rate", "no_decision_rate",
-        "private_accuracy", "vote_accuracy", "proposer_accuracy", "participation", "late_bid_rate",
-        "participation_*", "vote_accuracy_*", "proposer_share_*",
-    ), proportion()),
-    "correctness_ci_low": score(0, 1), "correctness_ci_high": score(0, 1),
-    **dict.fromkeys(("n_vignettes", "n_agents", "n_correct", "parse_errors"), count()),
-    **dict.fromkeys((
-        "total_cost", "cost_per_vignette", "spend_per_vignette", "message_tokens_per_vignette",
-        "proposals_per_vignette", "critiques_per_vignette", "mean_price", "sim_time_end",
-    ), continuous(0)),
-    # A reward is net of the agent's costs, so it can be negative.
-    **dict.fromkeys(("total_reward", "mean_reward", "mean_reward_*"), continuous()),
-}
-
-
 def compare_arms(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
     """Arm A minus arm B on :data:`COMPARED` (``Scenario.compare``), paired by trial seed.
 

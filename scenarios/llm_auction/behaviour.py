@@ -42,11 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import LLMRequest
-from backends.stub import generic_behaviour
 from scenarios.llm_auction.config import AuctionConfig, agent_names
 from scenarios.llm_auction.vignettes import BY_ID, Vignette
-from simcore.rng import derive_seed
+from simcore.api import LLMRequest, derive_seed, generic_behaviour
 
 STYLE_BIAS = {"assertive": 0.15, "timid": -0.15, "calibrated": 0.0, "neutral": 0.0}
 STYLE_NOISE = {"assertive": 0.12, "timid": 0.12, "calibrated": 0.05, "neutral": 0.12}

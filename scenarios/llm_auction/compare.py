@@ -2,7 +2,7 @@
 
 One run has one mechanism, so the comparison the seed asks for is its own
 command. It runs every mechanism on the same N trial seeds (drawn from ``--seed``
-with :func:`simcore.rng.derive_seed`), so the agents' private views are the same
+with :func:`simcore.base.rng.derive_seed`), so the agents' private views are the same
 across mechanisms within a trial and the differences are paired. It writes one
 directory, atomically::
 
@@ -12,7 +12,7 @@ directory, atomically::
                              per-trial mean with the interval its kind calls for),
                              cost, reward, participation; by style; between
                              mechanisms, every metric of COMPARED for every pair of
-                             mechanisms (paired; simcore.stats), one family: Holm
+                             mechanisms (paired; simcore.analysis.stats), one family: Holm
                              across all metrics x mechanism pairs
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
@@ -35,50 +35,54 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from backends.errors import BackendConfigError
-from backends.registry import BackendSpec
-from scenarios.llm_auction.analysis import (
-    COMPARED,
-    KINDS,
-    TABLES,
-    by_style,
-    tables,
-    write_tables,
-)
+from scenarios.llm_auction.analysis import TABLES, by_style, tables, write_tables
 from scenarios.llm_auction.config import MECHANISMS, AuctionConfig
-from simcore.cli import (
+from scenarios.llm_auction.kinds import COMPARED, KINDS
+from scenarios.llm_auction.plots import (
+    correctness_by_mechanism,
+    cost_vs_correctness,
+    participation_by_style,
+)
+from simcore.api import (
+    BackendConfigError,
+    BackendSpec,
+    ConfigError,
     OneLineParser,
+    Scenario,
     add_common_args,
     add_config_args,
+    annotate,
     backend_spec,
     check_before_work,
+    check_run_id,
+    close_backend,
+    code_revision,
+    compare_one,
+    decide,
+    derive_seed,
+    describe,
     fail,
+    file_hashes,
+    interval_text,
+    kind_of,
+    level_text,
+    new_run_id,
+    package_versions,
     parse_seed,
     parse_trials,
     print_estimate,
+    progress_bar,
+    proportion_ci,
     resolve_config,
-)
-from simcore.config import ConfigError
-from simcore.metric_kinds import kind_of
-from simcore.records import (
-    check_run_id,
-    code_revision,
-    new_run_id,
-    package_versions,
+    run_trial_async,
+    scenario_backend,
     staged_dir,
     utc_now,
+    verdict,
     write_json,
 )
-from simcore.rng import derive_seed
-from simcore.runner import file_hashes
-from simcore.stats import (
-    compare_one,
-    decide,
-    describe,
-    interval_text,
-    level_text,
-    proportion_ci,
-    verdict,
+from simcore.api import (
+    installed as installed_calibration,
 )
 
 ALPHA = 0.05
@@ -103,6 +107,7 @@ def trial_seeds(seed: int, n: int) -> list[int]:
 
 
 async def run_comparison_async(
+    scenario: Scenario,
     cfg: AuctionConfig,
     seed: int,
     n_trials: int,
@@ -110,22 +115,19 @@ async def run_comparison_async(
     spec: BackendSpec | None = None,
     progress: bool = False,
 ) -> Comparison:
-    """Run every mechanism on the same trial seeds; keep the tables of the trials that finished."""
-    from scenarios.llm_auction import SCENARIO
-    from simcore.progress import progress_bar
-    from simcore.runner import close_backend, run_trial_async, scenario_backend
-
+    """Run every mechanism on the same trial seeds (trials of ``scenario``, llm_auction's);
+    keep the tables of the trials that finished."""
     spec = spec or BackendSpec()
     seeds = trial_seeds(seed, n_trials)
     jobs = [(i, s, m) for i, s in enumerate(seeds) for m in mechanisms]
     # One real backend for all trials, so its concurrency and rate limits and its
     # budget hold for the whole comparison, and a missing key fails before any trial.
-    shared = None if spec.name == "stub" else scenario_backend(SCENARIO, cfg, spec)
+    shared = None if spec.name == "stub" else scenario_backend(scenario, cfg, spec)
     bar = progress_bar(len(jobs), desc="llm_auction compare", unit="trial", disable=not progress)
 
     async def one(s: int, m: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
         mcfg = cfg.replace(mechanism=m)
-        trial = await run_trial_async(SCENARIO, mcfg, s, spec, shared)
+        trial = await run_trial_async(scenario, mcfg, s, spec, shared)
         bar.update(1)
         # Keep the results and tables only, so finished worlds can be freed.
         return trial.results, tables(trial.world, mcfg) if trial.status == "ok" else {}
@@ -150,8 +152,11 @@ async def run_comparison_async(
     return Comparison(cfg, seed, seeds, list(mechanisms), frames, pd.DataFrame(rows), results)
 
 
-def statistics(c: Comparison) -> dict[str, Any]:
-    """Per-mechanism figures with CIs, by style, and paired tests between mechanisms."""
+def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
+    """Per-mechanism figures with CIs, by style, and paired tests between mechanisms.
+
+    The pair ``scenario`` calibrated (its counterfactual) carries its calibration marks.
+    """
     vign, rounds, trials = c.frames["vignette_results"], c.frames["agent_round_results"], c.trials
     per_mech: dict[str, Any] = {}
     styles: dict[str, Any] = {}
@@ -197,23 +202,14 @@ def statistics(c: Comparison) -> dict[str, Any]:
     family = (f"comparisons ({len(COMPARED)} metrics x {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'})")
     rows = decide(pending, family=family, alpha=ALPHA)
     out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED}} for a, b in pairs]
-    from scenarios.llm_auction import SCENARIO
-    from simcore.calibrate import annotate
-
     for p in out:  # the pair the scenario calibrated (its counterfactual) carries the marks
-        if {p["a"], p["b"]} == {SCENARIO.counterfactual[1], SCENARIO.counterfactual[2]}:
-            annotate(SCENARIO, p)
+        if {p["a"], p["b"]} == {scenario.counterfactual[1], scenario.counterfactual[2]}:
+            annotate(scenario, p)
     return {"mechanisms": per_mech, "by_style": styles, "pairs": out}
 
 
 def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None) -> Path:
     """Write the comparison directory (see the module docstring); returns its path."""
-    from scenarios.llm_auction.plots import (
-        correctness_by_mechanism,
-        cost_vs_correctness,
-        participation_by_style,
-    )
-
     run_id = check_run_id(run_id or f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "llm_auction" / run_id
     with staged_dir(final) as stage:
@@ -226,7 +222,7 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
                                      c.frames["agent_round_results"])
             cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
             participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
-        # Last, so that it vouches for every other file, as a run's manifest does (simcore.readers).
+        # Last, so that it vouches for every other file, as a run's manifest does (simcore.base.files).
         write_json(stage / "manifest.json", {
             "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
             "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
@@ -311,11 +307,8 @@ def parse_mechanisms(value: str) -> list[str]:
     return names
 
 
-def main(argv: Sequence[str]) -> int:
-    """The ``compare`` subcommand; returns the exit status."""
-    from scenarios.llm_auction import SCENARIO
-    from simcore.calibrate import installed as installed_calibration
-
+def main(scenario: Scenario, argv: Sequence[str]) -> int:
+    """The ``compare`` subcommand of ``scenario`` (llm_auction's, which passes itself); returns the exit status."""
     args = build_parser().parse_args(list(argv))
     try:
         seed = parse_seed(args.seed)
@@ -327,15 +320,15 @@ def main(argv: Sequence[str]) -> int:
         spec = backend_spec(args)
         if args.estimate:
             runs = [(cfg.replace(mechanism=m), s) for s in trial_seeds(seed, n) for m in mechanisms]
-            return print_estimate(SCENARIO, runs, spec, as_json=args.json)
+            return print_estimate(scenario, runs, spec, as_json=args.json)
         check_before_work(args.out, spec)
-        installed_calibration(SCENARIO)  # a damaged calibration.json is named before any trial runs
+        installed_calibration(scenario)  # a damaged calibration.json is named before any trial runs
         # Worlds are built as trials start, so input that only building can reject
         # (e.g. a missing topology file) fails in the first trial, before any write.
-        c = asyncio.run(run_comparison_async(cfg, seed, n, mechanisms, spec, progress=True))
+        c = asyncio.run(run_comparison_async(scenario, cfg, seed, n, mechanisms, spec, progress=True))
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
-    stats = statistics(c)
+    stats = statistics(c, scenario)
     out = write_comparison(c, stats, args.out)
     if args.json:
         print(json.dumps({**stats, "run_dir": str(out)}, indent=2, sort_keys=True, default=str))

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scenarios.llm_auction.vignettes import VIGNETTES
-from simcore.config import Config, check_with, param
-from simcore.memory import make_memory
-from simcore.topology import validate_spec
+from simcore.api import Config, check_with, make_memory, param, validate_spec
 
 MECHANISMS = ("auction", "free_discussion", "turn_taking")
 STYLES = ("assertive", "timid", "calibrated", "neutral")

@@ -35,20 +35,27 @@ from typing import Any, ClassVar, Sequence
 
 from scenarios.llm_auction.config import AuctionConfig, agent_names
 from scenarios.llm_auction.vignettes import VIGNETTES, Vignette
-from simcore.agents import LLMAgent
-from simcore.kernel import Process, Reply, World
-from simcore.memory import Memory, make_memory
-from simcore.messages import Message
-from simcore.protocols import (
+from simcore.api import (
+    LLMAgent,
     Majority,
+    Memory,
+    Message,
     Plurality,
+    Process,
+    Reply,
+    World,
+    confidence,
+    flag,
+    make_memory,
     open_floor,
+    option,
     sealed_bid_auction,
     speaking_round,
+    text,
+    text_list,
     vote,
 )
-from simcore.schema import confidence, flag, option, text, text_list
-from simcore.topology import build as build_topology
+from simcore.api import build as build_topology
 
 STYLE_TEXT = {
     "assertive": "You state your views forcefully and push for the option you believe in.",

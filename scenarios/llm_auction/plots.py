@@ -13,14 +13,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scenarios.llm_auction.analysis import KINDS
 from scenarios.llm_auction.config import MECHANISMS, STYLES
-from simcore.stats import describe, error_bar, proportion_ci
+from scenarios.llm_auction.kinds import KINDS
+from simcore.api import describe, error_bar, proportion_ci
 
 COLOURS = {"auction": "#1f77b4", "free_discussion": "#ff7f0e", "turn_taking": "#2ca02c"}
 
 
 def _pyplot():
+    # Deferred on purpose: matplotlib (heavy) loads only when a plot is drawn.
     import matplotlib
 
     matplotlib.use("Agg")

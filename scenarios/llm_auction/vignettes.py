@@ -46,7 +46,7 @@ class Vignette:
 
     @property
     def choices(self) -> dict[str, str]:
-        """Each option's letter and text: what a reply may name (see :func:`simcore.schema.option`)."""
+        """Each option's letter and text: what a reply may name (see :func:`simcore.replies.schema.option`)."""
         return {o.key: o.text for o in self.options}
 
     def option(self, key: str) -> Option:

@@ -22,22 +22,31 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from backends.errors import BackendConfigError
-from simcore.cli import (
+from simcore.api import (
+    REUSE,
+    BackendConfigError,
+    ConfigError,
     OneLineParser,
+    PerturbationResults,
+    Scenario,
     add_common_args,
     add_config_args,
     backend_spec,
     check_before_work,
+    check_study,
+    cost_record,
     fail,
+    format_summary,
+    operator_help,
+    pair_seeds,
+    parse_int,
+    parse_scenario_args,
     parse_seed,
     print_estimate,
     resolve_config,
+    run_study,
+    write_study,
 )
-from simcore.config import ConfigError
-from simcore.perturbation.operators import operator_help
-from simcore.perturbation.pairs import REUSE, pair_seeds
-from simcore.scenario import Scenario, load_scenario
 
 PROG = "python -m scenarios.perturbation"
 # The study run with no flags: P1's round-2 message dropped before the others hear it.
@@ -103,16 +112,14 @@ def build_parser(scenario: Scenario | None, add_help: bool = True) -> OneLinePar
     return parser
 
 
-def _count(name: str, value: str | None, lo: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = lo - 1
-    if n < lo:
-        raise ConfigError(f"{name}: must be an integer >= {lo}, got {value!r}")
-    return n
+def _perturbable(scenario: Scenario, known: argparse.Namespace) -> None:
+    """Refuse a scenario this command cannot perturb (between the two passes of the parse)."""
+    if scenario.name.startswith("perturbation."):
+        fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
+             f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
+    clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
+    if clash:
+        fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -123,8 +130,6 @@ def report_main(argv: Sequence[str]) -> int:
     parser.add_argument("dir", help="runs/perturbation/<study-id> or a sweep directory")
     parser.add_argument("--no-plot", action="store_true", help="skip the plots")
     args = parser.parse_args(argv)
-    from simcore.perturbation.results import PerturbationResults
-
     path = Path(args.dir)
     study = (path / "study.json").is_file()
     try:
@@ -140,8 +145,6 @@ def report_main(argv: Sequence[str]) -> int:
     out = path if study else path / "perturbation_report"
     files = res.write_tables(out)
     files.update(res.report(out, plots=not args.no_plot))
-    from simcore.perturbation.study import format_summary
-
     print(format_summary(res))
     for name, file in files.items():
         print(f"{name}: {file}")
@@ -153,40 +156,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])
-    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
-    try:
-        scenario = load_scenario(known.scenario or DEFAULT_SCENARIO)
-    except ValueError as exc:
-        fail(str(exc))
-    if scenario.name.startswith("perturbation."):
-        fail(f"scenario: {known.scenario!r} is already a perturbation scenario; name the scenario to "
-             f"perturb (e.g. {scenario.name.removeprefix('perturbation.')})")
-    clash = [f.name for f in dataclasses.fields(scenario.config_type) if f.name in STUDY_FLAGS]
-    if clash:
-        fail(f"scenario: {scenario.name}'s config field(s) {', '.join(clash)} clash with this command's flags")
-    args = build_parser(scenario).parse_args(argv)
+    scenario, args = parse_scenario_args(build_parser, argv, default=DEFAULT_SCENARIO, check=_perturbable)
     if args.scenario is None and not args.perturb:
         args.perturb = [DEFAULT_PERTURB]
         print(f"the default study: {DEFAULT_SCENARIO} with --perturb {DEFAULT_PERTURB!r} (P1's round-2 "
               "message dropped), one pair; --scenario and --perturb choose another", file=sys.stderr)
-    from simcore.perturbation.study import (
-        cost_record,
-        format_summary,
-        run_study,
-        write_study,
-    )
-
     try:
         if not args.perturb:
             raise ConfigError(f"perturb: give at least one --perturb SPEC for {scenario.name}")
         seed = parse_seed(args.seed)
         config = resolve_config(scenario.config_type, args)
         spec = backend_spec(args)
-        pairs = _count("pairs", args.pairs, 1)
-        noise = _count("noise_floor", args.noise_floor, 0)
+        pairs = parse_int("pairs", args.pairs, 1)
+        noise = None if args.noise_floor is None else parse_int("noise_floor", args.noise_floor, 0)
         if getattr(args, "estimate", False):
-            from simcore.perturbation.study import check_study
-
             specs, noise_runs = check_study(scenario, config, args.perturb, pairs, seed, noise, spec, args.reuse)
             runs = [(config, s) for s in pair_seeds(seed, pairs)] * (1 + len(specs) + noise_runs)
             print("upper bound: every run counted in full (prefix reuse saves the perturbed runs' "

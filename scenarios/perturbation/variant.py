@@ -32,29 +32,41 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backends.base import Backend
-from backends.cassette import Entry, write_cassette
-from backends.pricing import usage_cost
-from backends.registry import CASSETTE_FILE, BackendSpec, price_table
-from simcore.config import Config, ConfigError, check_with, param
-from simcore.kernel import World
-from simcore.metric_kinds import category, continuous, count, proportion, score
-from simcore.perturbation.operators import parse_perturbation
-from simcore.perturbation.pairs import (
+from simcore.api import (
+    CASSETTE_FILE,
     REUSE,
     UNAVAILABLE,
+    Backend,
+    BackendSpec,
+    Config,
+    ConfigError,
+    Entry,
+    Scenario,
     SeedRuns,
     StudyBackend,
+    TrialResult,
+    World,
+    category,
     check_outcome,
+    check_with,
+    continuous,
+    count,
     default_noise_runs,
+    load_scenario,
     noise_summary,
     paid_usage,
     pair_metrics,
+    param,
+    parse_perturbation,
+    price_table,
+    proportion,
     rerun_divergence,
     run_seed,
+    score,
+    usage_cost,
+    write_cassette,
+    write_run,
 )
-from simcore.runner import TrialResult, write_run
-from simcore.scenario import Scenario, load_scenario
 
 PREFIX = "Perturbation_"
 FIELDS = ("perturb", "noise_floor", "reuse")

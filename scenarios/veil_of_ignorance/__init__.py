@@ -14,7 +14,7 @@ from scenarios.veil_of_ignorance.analysis import (
 from scenarios.veil_of_ignorance.behaviour import make_behaviour
 from scenarios.veil_of_ignorance.config import VeilConfig
 from scenarios.veil_of_ignorance.experiment import build
-from simcore.scenario import Null, Scenario
+from simcore.api import Null, Scenario
 
 SCENARIO = Scenario(
     name="veil_of_ignorance",

@@ -19,7 +19,7 @@ Metrics (``results["metrics"]``, one scalar each, the batch runner's columns):
 Every figure rests on readable replies only: each rating item counts on its own
 (a reply with one unreadable item keeps the other three; the unreadable one, and a
 shift that needs it, is undefined), and an unreadable turn abstains. ``basis`` says, per metric, how many agents or turns it rests on (see
-:mod:`simcore.basis`); a figure with none is None, and the summary says why.
+:mod:`simcore.analysis.basis`); a figure with none is None, and the summary says why.
 
 Per-agent detail (Likert shift per principle per agent, choices per round,
 incomes) is in the results object beside the metrics.
@@ -41,11 +41,18 @@ from scenarios.veil_of_ignorance.principles import (
     agreement,
     choice_from_key,
 )
-from simcore.basis import basis, shown
-from simcore.kernel import World
-from simcore.metric_kinds import category, continuous, count, proportion, score
-from simcore.plots import run_plots_wanted
-from simcore.records import write_json
+from simcore.api import (
+    World,
+    basis,
+    category,
+    continuous,
+    count,
+    proportion,
+    run_plots_wanted,
+    score,
+    shown,
+    write_json,
+)
 
 #: Every metric's kind and bounds (``Scenario.kinds``); Likert ratings are 1 to 4.
 KINDS = {
@@ -259,6 +266,7 @@ COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 
 def plot(folder: Path, world: World, results: dict[str, Any]) -> list[Path]:
     """``likert.png`` (mean rating per principle, before and after) and ``choices.png``."""
+    # Deferred on purpose: matplotlib (heavy) loads only when plots are drawn.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -46,15 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import LLMRequest
-from backends.stub import generic_behaviour
 from scenarios.veil_of_ignorance.experiment import SITUATION
 from scenarios.veil_of_ignorance.principles import (
     LIKERT,
     PRINCIPLES,
     Choice,
 )
-from simcore.rng import derive_seed
+from simcore.api import LLMRequest, derive_seed, generic_behaviour
 
 BASE = (0.0, 0.0, 0.3, 0.1)
 FLOOR, RANGE = 13000, 16000

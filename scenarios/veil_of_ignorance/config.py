@@ -16,9 +16,15 @@ from typing import Any, Mapping
 
 from scenarios.veil_of_ignorance.personalities import templates
 from scenarios.veil_of_ignorance.principles import CLASSES, DISTRIBUTIONS, Distribution
-from simcore.config import Config, ConfigError, check_with, param
-from simcore.memory import make_memory
-from simcore.protocols import ORDER_POLICIES, decision_rule
+from simcore.api import (
+    ORDER_POLICIES,
+    Config,
+    ConfigError,
+    check_with,
+    decision_rule,
+    make_memory,
+    param,
+)
 
 DEFAULT_PERSONALITY = "You are an agent tasked to design a future society."
 FEEDBACK_AGENT = "Interviewer"

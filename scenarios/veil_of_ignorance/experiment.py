@@ -23,7 +23,7 @@ written by the LLM (one call, or three focused calls in sequence) from the old
 memory and the messages since the last update, and it replaces the discussion in
 later prompts, which then show only the current round's earlier messages.
 
-Where a prompt would not fit the model's context window (:mod:`simcore.fitting`),
+Where a prompt would not fit the model's context window (:mod:`simcore.sim.fitting`),
 its memory and discussion sections are trimmed: the oldest public messages go
 first (the agent's memory strategy trims them), then the oldest memory notes.
 
@@ -48,12 +48,23 @@ from scenarios.veil_of_ignorance.principles import (
     draw_classes,
     lift_veil,
 )
-from simcore.agents import LLMAgent
-from simcore.kernel import Reply, World
-from simcore.memory import FullMemory, RecentMemory, make_memory, render
-from simcore.messages import Message
-from simcore.protocols import decision_rule, parallel, speaking_order
-from simcore.schema import amount, likert, option, text
+from simcore.api import (
+    FullMemory,
+    LLMAgent,
+    Message,
+    RecentMemory,
+    Reply,
+    World,
+    amount,
+    decision_rule,
+    likert,
+    make_memory,
+    option,
+    parallel,
+    render,
+    speaking_order,
+    text,
+)
 
 SITUATION = "## Your situation"
 MEMORY_HEADER = "Your private memory:"

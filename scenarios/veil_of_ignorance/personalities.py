@@ -14,7 +14,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from simcore.config import ConfigError
+from simcore.api import ConfigError
 
 SHIPPED = Path(__file__).with_name("personalities.yaml")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")

@@ -36,8 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from simcore.config import Config, ConfigError, param
-from simcore.protocols import Decision, DecisionRule, tally
+from simcore.api import Config, ConfigError, Decision, DecisionRule, param, tally
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,10 @@ from backends.registry import (
     add_backend_args,
     check_spec,
 )
+from simcore.analysis.encoder_service import MODES as ENCODER_MODES
+from simcore.analysis.plots import summary_plots_wanted
+from simcore.base.config import ConfigError
+from simcore.base.records import check_out_dir
 from simcore.batch.executors import EXECUTORS, SweepAborted
 from simcore.batch.plan import SEED_SCOPES, parse_values
 from simcore.batch.report import finish_command, format_summary
@@ -39,11 +43,8 @@ from simcore.cli import (
     fail,
     parse_seed,
 )
-from simcore.config import ConfigError
-from simcore.encoder_service import MODES as ENCODER_MODES
-from simcore.plots import summary_plots_wanted
-from simcore.records import check_out_dir
-from simcore.scenario import Scenario, load_scenario
+from simcore.runs.args import parse_scenario_args
+from simcore.runs.scenario import Scenario
 
 PROG = "python -m simcore.batch"
 
@@ -222,16 +223,7 @@ def resolve_spec(args: argparse.Namespace, stored: dict[str, Any] | None) -> Bac
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the batch command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # First pass: find the scenario (its config fields are the rest of the flags).
-    known, _ = build_parser(None, add_help=False).parse_known_args(argv)
-    scenario = None
-    if known.scenario:
-        try:
-            scenario = load_scenario(known.scenario)
-        except ValueError as exc:
-            fail(str(exc))
-    args = build_parser(scenario).parse_args(argv)
-    assert scenario is not None  # parse_args requires the positional
+    scenario, args = parse_scenario_args(build_parser, argv)
     say = (lambda msg: print(msg, file=sys.stderr))
     out = args.out
     try:

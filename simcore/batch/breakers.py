@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backends.breaker import CLOSED, OPEN, BreakerState
-from simcore.records import atomic_write
+from simcore.base.records import atomic_write
 
 BOARD_DIR = ".breakers"
 GRACE_S = 15.0  # how long past its due probe an open breaker still counts

@@ -359,7 +359,7 @@ def _init_worker(threads: int, environ: dict[str, str] | None = None, path: list
 
 # What the fork server imports once for every worker: the worker's own modules and
 # the CPU encoder's libraries (never torch: a CUDA context does not survive a fork).
-PRELOAD = ("simcore.batch.worker", "simcore.embeddings", "simcore.minilm", "scipy.special", "tokenizers",
+PRELOAD = ("simcore.batch.worker", "simcore.analysis.embeddings", "simcore.analysis.minilm", "scipy.special", "tokenizers",
            "safetensors.numpy", "threadpoolctl")
 
 

@@ -3,7 +3,7 @@
 A sweep is the Cartesian product of grid values (the *cells*), times the values of
 one condition axis (e.g. ``biased`` True/False), times ``trials`` Monte Carlo
 repetitions. Every config is validated exactly as the CLI validates it
-(:func:`simcore.config.coerce_field`, then construction through
+(:func:`simcore.base.config.coerce_field`, then construction through
 :meth:`Config.from_mapping`) and built once, before anything runs.
 
 Seeds are drawn here, in the parent, from the sweep seed: trial ``t`` of a cell
@@ -26,9 +26,10 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from backends.base import canonical_json
 from backends.registry import BACKENDS, BackendSpec, identity_spec
-from simcore.config import Config, ConfigError, coerce_field
-from simcore.rng import MAX_SEED, derive_seed
-from simcore.scenario import Scenario
+from simcore.base.config import Config, ConfigError, coerce_field
+from simcore.base.rng import MAX_SEED, derive_seed
+from simcore.runs.runner import build_world
+from simcore.runs.scenario import Scenario
 
 SEED_SCOPES = ("cell", "sweep")
 NO_CONDITION = "none"
@@ -272,8 +273,6 @@ def check_buildable(plan: SweepPlan) -> None:
     Raises:
         ConfigError: naming the field and the grid cell.
     """
-    from simcore.runner import build_world
-
     stub = dataclasses.replace(plan.spec, name="stub")
     seen: set[tuple[int, int]] = set()
     for job in plan.jobs:

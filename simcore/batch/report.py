@@ -4,9 +4,9 @@
   :func:`build_table`; metrics are ``metric_<name>`` columns).
 - ``summary.json`` / ``summary.csv``: per cell and condition, n and each metric's
   mean, std and 95% CI (over trials with status "ok"; the interval its kind calls
-  for, :func:`simcore.stats.describe`), plus comparisons between conditions: the
+  for, :func:`simcore.analysis.stats.describe`), plus comparisons between conditions: the
   scenario's own ``compare`` when it has one, otherwise
-  :func:`simcore.stats.compare_metrics` on the pairs (the test each metric's kind
+  :func:`simcore.analysis.stats.compare_metrics` on the pairs (the test each metric's kind
   calls for, one Holm family across the metrics). ``failures`` counts failed trials
   by kind (:data:`simcore.batch.worker.FAILURE_KINDS`), and ``finish_command`` is
   the command that finishes an unfinished sweep.
@@ -27,14 +27,16 @@ import numpy as np
 import pandas as pd
 
 from backends.base import canonical_json
-from simcore import quality, stats
+from simcore.analysis import stats
+from simcore.analysis.metric_kinds import proportion
+from simcore.analysis.plots import save_figure
+from simcore.base.files import read_run
+from simcore.base.records import atomic_write
+from simcore.base.rng import derive_seed
 from simcore.batch.plan import NO_CONDITION, SweepPlan
 from simcore.batch.worker import FAILURE_KINDS, OTHER_KIND
-from simcore.calibrate import annotate
-from simcore.metric_kinds import proportion
-from simcore.readers import read_run
-from simcore.records import atomic_write
-from simcore.rng import derive_seed
+from simcore.replies import quality
+from simcore.runs.marks import annotate
 
 METRIC_PREFIX = "metric_"
 TIMING_COLUMNS = ("wall_s", "total_s")
@@ -253,7 +255,7 @@ def calibrated_pairs(plan: SweepPlan) -> set[int]:
 
 def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int,
                     kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Per metric, :func:`simcore.stats.compare_metrics` on pairs matched by trial seed:
+    """Per metric, :func:`simcore.analysis.stats.compare_metrics` on pairs matched by trial seed:
     means, the difference a - b, the test its kind calls for, one Holm family across
     the metrics, the decision and the interval at the family's level."""
     names = [m[len(METRIC_PREFIX):] for m in metrics]
@@ -319,8 +321,6 @@ def plot_metrics(plan: SweepPlan, summary: Mapping[str, Any], path: Path) -> Non
     """
     # A bare Figure (no pyplot): no global backend switch in the caller's process.
     from matplotlib.figure import Figure
-
-    from simcore.plots import save_figure
 
     groups = summary["groups"]
     metrics = list(groups[0]["metrics"]) if groups else []

@@ -7,7 +7,7 @@ Layout::
                             and the backend options of the first pass
         ledger.jsonl        one line per attempt of a trial, appended and fsynced (once for
                             the trials that finish together)
-        <scenario>/<run-id>/  one run directory per trial (simcore.runner.write_run)
+        <scenario>/<run-id>/  one run directory per trial (simcore.runs.runner.write_run)
         failed/<run-id>-<n>/  run directories of failed attempts that were run again
         results.csv, results.parquet, summary.json, summary.csv, plots/
 
@@ -21,7 +21,7 @@ run directories that lack a ledger line (a crash between the rename and the
 append) are read back, and the trials whose last attempt failed (unless
 ``keep_failed``) or that have no run directory run again. A trial that finished
 "ok" is never run again. Every ledger line and run directory is read through
-:mod:`simcore.readers`: a run directory that fails its check (a trace that is not
+:mod:`simcore.base.files`: a run directory that fails its check (a trace that is not
 the one its manifest records, a damaged results.json ...) is moved to
 ``damaged/`` and its trial runs again, with a note saying so.
 """
@@ -38,22 +38,22 @@ from typing import Any, Iterator, TextIO
 
 from backends.base import canonical_json
 from backends.registry import RUN_OPTIONS
-from simcore.batch.plan import SweepPlan
-from simcore.batch.worker import outcome_from_run_dir
-from simcore.config import ConfigError
-from simcore.readers import (
+from simcore.base.config import ConfigError
+from simcore.base.files import (
     DamagedFile,
     read_ledger_line,
     read_record,
     read_sweep_definition,
 )
-from simcore.records import (
+from simcore.base.records import (
     atomic_write,
     code_revision,
     package_versions,
     utc_now,
     write_json,
 )
+from simcore.batch.plan import SweepPlan
+from simcore.batch.worker import outcome_from_run_dir
 
 SWEEP_FILE = "sweep.json"
 LEDGER = "ledger.jsonl"

@@ -23,7 +23,10 @@ from backends.registry import (
     default_concurrency,
     missing_key,
 )
-from simcore import embeddings
+from simcore.analysis import embeddings
+from simcore.analysis.encoder_service import EncoderService, use_service
+from simcore.base.config import Config, ConfigError
+from simcore.base.progress import progress_bar
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.executors import (
     EXECUTORS,
@@ -36,11 +39,9 @@ from simcore.batch.plan import SweepPlan, TrialJob, build_plan, check_buildable
 from simcore.batch.report import build_table, finish_command, summarize, write_outputs
 from simcore.batch.store import SweepStore, finished_summary
 from simcore.batch.worker import WorkerContext
-from simcore.calibrate import installed as installed_calibration
-from simcore.config import Config, ConfigError
-from simcore.encoder_service import EncoderService, use_service
-from simcore.estimate import estimate
-from simcore.scenario import Scenario, load_scenario
+from simcore.runs.estimate import estimate
+from simcore.runs.marks import installed as installed_calibration
+from simcore.runs.scenario import Scenario, load_scenario
 
 DEFAULT = "default"
 
@@ -130,7 +131,7 @@ def plan_sweep(
 def estimate_cost(plan: SweepPlan) -> CostEstimate:
     """Dry-run one pilot per cell and condition on the stub, priced for the sweep's backend.
 
-    Uses :func:`simcore.estimate.estimate`, the same dry run as ``--estimate``;
+    Uses :func:`simcore.runs.estimate.estimate`, the same dry run as ``--estimate``;
     nothing is sent or written.
     """
     per_trial: dict[tuple[int, int], float] = {}
@@ -219,7 +220,7 @@ def run_sweep(
         encoder: Where worker processes' texts are encoded: ``auto`` (one encoder
             in this process for all workers when the device is a GPU, else each
             worker its own), ``shared`` (one encoder in this process, also on the
-            CPU) or ``per-worker`` (see :mod:`simcore.encoder_service`).
+            CPU) or ``per-worker`` (see :mod:`simcore.analysis.encoder_service`).
 
     Returns:
         One row per planned trial (see :mod:`simcore.batch.report`); ``attrs``
@@ -545,6 +546,5 @@ def _cpu_count() -> int:
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled or total == 0:
         return None
-    from simcore.progress import progress_bar
 
     return progress_bar(total, desc="sweep", unit="trial", dynamic_ncols=True, smoothing=0.1)

@@ -1,7 +1,7 @@
 """Run one trial of a sweep and record it: the code every executor runs.
 
 A worker runs the trial, writes its run directory (atomically, through
-:func:`simcore.runner.write_run`) and returns its *outcome*: a small JSON-able
+:func:`simcore.runs.runner.write_run`) and returns its *outcome*: a small JSON-able
 dict that becomes the trial's row. The outcome is computed from the results
 exactly as written to ``results.json``, so a row rebuilt from a run directory
 after a crash (:func:`outcome_from_run_dir`) equals the row the worker returned,
@@ -48,13 +48,14 @@ from backends.errors import (
     UnpricedModel,
 )
 from backends.registry import BackendSpec, make_backend
-from simcore import quality
-from simcore.basis import shares
+from simcore.analysis import encoder_service
+from simcore.analysis.basis import shares
+from simcore.base.files import DamagedFile, read_record, read_run
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.plan import TrialJob
-from simcore.readers import DamagedFile, read_record, read_run
-from simcore.runner import TrialResult, run_trial_async, write_run
-from simcore.scenario import Scenario
+from simcore.replies import quality
+from simcore.runs.runner import TrialResult, run_trial_async, write_run
+from simcore.runs.scenario import Scenario
 
 T = TypeVar("T")
 
@@ -110,7 +111,7 @@ class WorkerContext:
         trial_timeout_s: Cancel a trial that runs longer (None: no limit).
         token: Identifies the sweep pass; a worker's shared backend lives for one pass.
         encoder: (address, authkey) of the sweep's shared encoder
-            (:mod:`simcore.encoder_service`), or None: each process encodes itself.
+            (:mod:`simcore.analysis.encoder_service`), or None: each process encodes itself.
     """
 
     scenario: Scenario
@@ -230,11 +231,9 @@ def execute_in_pool(ctx: WorkerContext, job: TrialJob) -> tuple[dict[str, Any], 
     """
     start = time.monotonic()
     if ctx.encoder is not None:
-        from simcore import encoder_service
-
         encoder_service.attach(*ctx.encoder)
     out = execute(ctx, job)
-    embeddings = sys.modules.get("simcore.embeddings")
+    embeddings = sys.modules.get("simcore.analysis.embeddings")
     return out, {"pid": os.getpid(), "start": start, "end": time.monotonic(),
                  "model_loaded": bool(embeddings is not None and embeddings.model_loaded()),
                  "torch_imported": "torch" in sys.modules}
@@ -366,7 +365,7 @@ def outcome_from_run_dir(job: TrialJob, run_dir: Path) -> dict[str, Any]:
     """Rebuild a finished trial's outcome from its run directory, checking it first.
 
     Raises:
-        DamagedFile: when the run directory fails its check (:func:`simcore.readers.read_run`)
+        DamagedFile: when the run directory fails its check (:func:`simcore.base.files.read_run`)
             or is another trial's.
     """
     run = read_run(run_dir)

@@ -8,13 +8,19 @@ failed, 2 on bad input (one line, nothing run or written).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import textwrap
 from typing import Sequence
 
-from simcore.cli import OneLineParser, fail, parse_seed
-from simcore.config import ConfigError
+from simcore.base.config import ConfigError
+from simcore.base.progress import progress_bar
+from simcore.base.records import check_out_dir
+from simcore.capture.study import check_capture, run_capture_study
+from simcore.capture.upstream import make_upstream
+from simcore.perturbation.study import cost_record, format_summary, write_study
+from simcore.runs.args import OneLineParser, fail, parse_int, parse_seed
 
 PROG = "python -m simcore.capture"
 
@@ -77,33 +83,15 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def _count(name: str, value: str, lo: int) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = lo - 1
-    if n < lo or str(n) != value.strip():
-        raise ConfigError(f"{name}: must be an integer >= {lo}, got {value!r}")
-    return n
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study; returns the exit status."""
-    import asyncio
-
-    from simcore.capture.study import check_capture, run_capture_study
-    from simcore.capture.upstream import make_upstream
-    from simcore.perturbation.study import cost_record, format_summary, write_study
-    from simcore.progress import progress_bar
-    from simcore.records import check_out_dir
-
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         if not args.perturb:
             raise ConfigError("perturb: give at least one --perturb SPEC (none: a control pair)")
         seed = parse_seed(args.seed)
-        pairs, noise = _count("pairs", args.pairs, 1), _count("noise_floor", args.noise_floor, 0)
+        pairs, noise = parse_int("pairs", args.pairs, 1), parse_int("noise_floor", args.noise_floor, 0)
         try:
             timeout = float(args.timeout)
         except ValueError:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from simcore.config import ConfigError
+from simcore.base.config import ConfigError
 from simcore.perturbation.operators import (
     FIELD,
     OPERATORS,

@@ -14,7 +14,7 @@ Events (``kind|agent|fields``; the signature is structure, never content):
   by an extra exchange makes every later call differ, as its context does.
 - ``llm.reply`` / ``llm.error``: its answer, with the call's agent and fields, so
   that the replies of concurrent calls compare as a set
-  (:func:`simcore.divergence.comparable_signatures`). Payload: ``text``,
+  (:func:`simcore.analysis.divergence.comparable_signatures`). Payload: ``text``,
   ``finish_reason``, ``tokens`` ([prompt, completion], absent without usage),
   ``tool_calls``; an error's ``error``, ``message`` and ``status``.
 - ``tool.call``: one per tool the reply calls (field ``tool``), right after it.
@@ -33,10 +33,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from backends.base import LLMRequest, LLMResponse, Usage
+from backends.base import LLMRequest, LLMResponse, Message, Usage
 from backends.cassette import Cassette, Entry, error_entry, response_entry
 from simcore.capture.wire import Reply
-from simcore.trace import Trace
+from simcore.sim.trace import Trace
 
 REDACTED = "[REDACTED]"
 #: Shorter strings are not scrubbed (a one-letter "key" would blank every such letter).
@@ -74,8 +74,6 @@ class Redactor:
     def request(self, request: LLMRequest) -> LLMRequest:
         """A request with its texts scrubbed (what the cassette keeps)."""
         from dataclasses import replace
-
-        from backends.base import Message
 
         if not self.secrets:
             return request

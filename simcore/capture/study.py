@@ -4,7 +4,7 @@ For each pair seed, :func:`run_capture_study` runs the program once clean (the
 baseline), ``noise_floor`` more times clean (the re-runs that measure how much it
 diverges from itself), and once per perturbation, one run after another, each
 through a fresh :class:`~simcore.capture.proxy.Proxy`. Every run becomes a
-:class:`~simcore.runner.TrialResult` of the scenario :data:`EXTERNAL`, so the
+:class:`~simcore.runs.runner.TrialResult` of the scenario :data:`EXTERNAL`, so the
 pairs are measured by :func:`simcore.perturbation.pairs.pair_metrics` and the
 study is written by :func:`simcore.perturbation.study.write_study`: the same
 ``study.json``, ``pairs.csv``, ``summary.csv``, ``noise.json``, ``report.md``,
@@ -27,12 +27,13 @@ import pandas as pd
 
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
+from simcore.base.config import Config, ConfigError, param
+from simcore.base.records import atomic_write
 from simcore.capture.perturb import CallPerturbation, check_spec
 from simcore.capture.program import Outcome, run_program
 from simcore.capture.proxy import Proxy, Session
 from simcore.capture.recording import Recording, Redactor
 from simcore.capture.upstream import HttpUpstream, StubUpstream
-from simcore.config import Config, ConfigError, param
 from simcore.perturbation.operators import parse_all
 from simcore.perturbation.pairs import (
     SeedRuns,
@@ -42,9 +43,9 @@ from simcore.perturbation.pairs import (
 )
 from simcore.perturbation.results import PerturbationResults
 from simcore.perturbation.study import MAX_NOISE_RUNS, MAX_PAIRS, Study
-from simcore.runner import TrialResult
-from simcore.scenario import ResultEntry, Scenario
-from simcore.trace import Trace
+from simcore.runs.runner import TrialResult
+from simcore.runs.scenario import ResultEntry, Scenario
+from simcore.sim.trace import Trace
 
 #: How many characters of a run's stdout and stderr its results.json keeps.
 TAIL = 4000
@@ -70,8 +71,6 @@ def _not_simulated(*_: Any) -> Any:
 def write_program_files(run_dir: Any, world: "CapturedWorld", cfg: ProgramConfig,
                         results: dict[str, Any]) -> dict[str, Any]:
     """``stdout.txt`` and ``stderr.txt``: what the program wrote (secrets redacted)."""
-    from simcore.records import atomic_write
-
     atomic_write(run_dir / "stdout.txt", world.stdout)
     atomic_write(run_dir / "stderr.txt", world.stderr)
     return {}
@@ -90,7 +89,7 @@ EXTERNAL = Scenario(
 
 @dataclass
 class CapturedWorld:
-    """What a :class:`~simcore.runner.TrialResult` needs of a world, for a captured run."""
+    """What a :class:`~simcore.runs.runner.TrialResult` needs of a world, for a captured run."""
 
     trace: Trace
     usage: dict[str, dict[str, int]]
@@ -129,7 +128,7 @@ async def capture_run(argv: Sequence[str], upstream: StubUpstream | HttpUpstream
 
 
 def trial_of(run: Captured, cfg: ProgramConfig, spec: BackendSpec, redactor: Redactor) -> TrialResult:
-    """A captured run as a :class:`~simcore.runner.TrialResult` of :data:`EXTERNAL`."""
+    """A captured run as a :class:`~simcore.runs.runner.TrialResult` of :data:`EXTERNAL`."""
     rec, out = run.recording, run.outcome
     status, error = "ok", None
     if out.timed_out or out.exit_code != 0:

@@ -24,8 +24,8 @@ from backends.base import LLMRequest
 from backends.providers import PRESETS
 from backends.registry import BackendSpec
 from backends.stub import StubBackend
+from simcore.base.config import ConfigError
 from simcore.capture.wire import error_body, reply_body
-from simcore.config import ConfigError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Command line: ``python -m scenarios.perturbation --scenario NAME --perturb SPEC`
 Modules: :mod:`.operators` (the operators and SPEC strings), :mod:`.pairs`
 (paired runs, prefix reuse, per-pair metrics, noise floor), :mod:`.results`
 (summary, report, plots), :mod:`.study` (a whole study and its records). The
-distance, alignment and taxonomy live in :mod:`simcore.divergence`.
+distance, alignment and taxonomy live in :mod:`simcore.analysis.divergence`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ _EXPORTS = {
     "run_study": "simcore.perturbation.study",
     "run_study_async": "simcore.perturbation.study",
     "write_study": "simcore.perturbation.study",
-    "comparable_signatures": "simcore.divergence",
-    "compare_signatures": "simcore.divergence",
-    "classify_manifestation": "simcore.divergence",
-    "manifestation_group": "simcore.divergence",
+    "comparable_signatures": "simcore.analysis.divergence",
+    "compare_signatures": "simcore.analysis.divergence",
+    "classify_manifestation": "simcore.analysis.divergence",
+    "manifestation_group": "simcore.analysis.divergence",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -8,7 +8,7 @@ quoted with ``'...'`` or ``"..."``::
     replace:agent=P2,round=2,text="I now fully agree with D."
     drop:agent=P1,round=2+delay:agent=P3,phase=final,by=30
 
-Every operator is a :class:`simcore.kernel.Intervention` and acts on one kind of
+Every operator is a :class:`simcore.sim.kernel.Intervention` and acts on one kind of
 event, chosen with a *selector*: ``agent``, ``phase``, ``round``,
 ``field.NAME`` (any other structural field, e.g. ``field.game=3``; values as they
 appear in the trace, booleans as true/false), ``after`` (simulated time at or
@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Se
 
 from backends.base import LLMRequest, LLMResponse
 from backends.base import Message as ChatMessage
-from simcore.config import ConfigError
-from simcore.kernel import Intervention
+from simcore.base.config import ConfigError
+from simcore.sim.kernel import Intervention
 
 if TYPE_CHECKING:
-    from simcore.agents import LLMAgent
-    from simcore.kernel import LLMCall, World
+    from simcore.sim.agents import LLMAgent
+    from simcore.sim.kernel import LLMCall, World
 
 FIELD = "perturb"
 _SPECIAL = set(",+=:'\" \t")

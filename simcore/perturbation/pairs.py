@@ -24,18 +24,18 @@ from backends.middleware import Ledger
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
 from backends.session import RunBackend, TrialBackend
-from simcore.config import Config, ConfigError
-from simcore.divergence import (
+from simcore.analysis.divergence import (
     classify_manifestation,
     comparable_signatures,
     compare_signatures,
     control_flow,
     manifestation_group,
 )
+from simcore.base.config import Config, ConfigError
+from simcore.base.rng import derive_seed
 from simcore.perturbation.operators import Perturbation, parse_perturbation
-from simcore.rng import derive_seed
-from simcore.runner import TrialResult, build_world, run_trial_async, trial_scope
-from simcore.scenario import Scenario
+from simcore.runs.runner import TrialResult, build_world, run_trial_async, trial_scope
+from simcore.runs.scenario import Scenario
 
 UNAVAILABLE = "unavailable"
 REUSE = ("prefix", "none")
@@ -283,7 +283,7 @@ def token_overhead(baseline: int | None, perturbed: int | None) -> float | str:
 
 def divergence(baseline: Sequence[str], perturbed: Sequence[str]) -> dict[str, Any]:
     """Distance, alignment counts, t* and control flow of two signature sequences
-    (in comparison order: :func:`simcore.divergence.comparable_signatures`)."""
+    (in comparison order: :func:`simcore.analysis.divergence.comparable_signatures`)."""
     cmp = compare_signatures(baseline, perturbed)
     cf = control_flow(baseline, perturbed, cmp)
     return {

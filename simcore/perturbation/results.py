@@ -19,12 +19,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from simcore import stats
-from simcore.divergence import CATEGORIES, GROUPS, manifestation_group
-from simcore.metric_kinds import score
-from simcore.perturbation.pairs import UNAVAILABLE
-from simcore.readers import OBJECT, read_jsonl, read_manifest, read_record, read_run
-from simcore.records import atomic_write
+from backends.registry import BackendSpec
+from simcore.analysis import plots as figures
+from simcore.analysis import stats
+from simcore.analysis.divergence import CATEGORIES, GROUPS, manifestation_group
+from simcore.analysis.metric_kinds import score
+from simcore.base.files import OBJECT, read_jsonl, read_manifest, read_record, read_run
+from simcore.base.records import atomic_write
+from simcore.batch.store import read_definition
+from simcore.perturbation.pairs import UNAVAILABLE, noise_summary
 
 GROUP_ORDER = ("silent_corruption", "behavioral_detours", "combined_disruption", "no_observable_effect")
 # One hue family per group, so the bars read by group first and category second.
@@ -252,9 +255,6 @@ class PerturbationResults:
         Raises:
             ValueError: when the directory holds no finished perturbation pairs.
         """
-        from backends.registry import BackendSpec
-        from simcore.batch.store import read_definition
-        from simcore.perturbation.pairs import noise_summary
 
         sweep_dir = Path(sweep_dir)
         definition = read_definition(sweep_dir) or {}
@@ -347,8 +347,6 @@ def _jitter(n: int) -> np.ndarray:
 
 def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     """Each pair's d_norm per perturbation (points, and a box from 5 pairs on), with the noise floor."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     fig = _figure(len(specs))
     ax = fig.subplots()
@@ -371,13 +369,12 @@ def plot_d_norm(res: PerturbationResults, path: Path) -> None:
     ax.set_title(f"{res.definition.get('scenario')}: trace divergence per pair")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    save_figure(fig, path, tight=True)
+    # (through the module: save_figure is looked up per call, and tests replace it)
+    figures.save_figure(fig, path, tight=True)
 
 
 def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     """Stacked bars: pairs per manifestation category, per perturbation."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     fig = _figure(len(specs), width=8.5)
     ax = fig.subplots()
@@ -397,13 +394,11 @@ def plot_manifestation(res: PerturbationResults, path: Path) -> None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
               title="category", title_fontsize="small", labelspacing=0.9)
-    save_figure(fig, path, tight=True)
+    figures.save_figure(fig, path, tight=True)
 
 
 def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     """t*_norm of each diverged pair, and where the perturbation first acted (share of the baseline trace)."""
-    from simcore.plots import save_figure
-
     specs = res.perturbations
     # Constrained, so that the figure's legend gets a row of its own below the axis label.
     fig = _figure(len(specs), layout="constrained")
@@ -432,4 +427,4 @@ def plot_divergence_position(res: PerturbationResults, path: Path) -> None:
     if ax.get_legend_handles_labels()[0]:
         # Below the axis label, not on it: the figure's legend gets its own row.
         fig.legend(fontsize="small", loc="outside lower center", ncols=2, frameon=False)
-    save_figure(fig, path, tight=True)
+    figures.save_figure(fig, path, tight=True)

@@ -29,8 +29,10 @@ import pandas as pd
 from backends.base import Backend
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
-from simcore.config import Config, ConfigError
-from simcore.divergence import CATEGORIES
+from simcore.analysis.divergence import CATEGORIES
+from simcore.base.config import Config, ConfigError
+from simcore.base.progress import progress_bar
+from simcore.base.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.perturbation.operators import parse_all
 from simcore.perturbation.pairs import (
     REUSE,
@@ -51,10 +53,8 @@ from simcore.perturbation.results import (
     format_cell,
     perturbation_label,
 )
-from simcore.progress import progress_bar
-from simcore.records import check_run_id, new_run_id, staged_dir, write_json
-from simcore.runner import close_backend, scenario_backend, write_run
-from simcore.scenario import Scenario
+from simcore.runs.runner import close_backend, scenario_backend, write_run
+from simcore.runs.scenario import Scenario
 
 MAX_PAIRS = 10_000
 MAX_NOISE_RUNS = 100

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from simcore.cli import OneLineParser, fail
+from simcore.runs.args import OneLineParser, fail
 
 DEFAULT_PORT = 8765
 
@@ -36,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from aiohttp import web
 
+    # Deferred on purpose: the app brings aiohttp and jinja2 (heavy), needed only once the arguments are good.
     from simcore.view.app import make_app
 
     async def serve() -> None:

@@ -15,7 +15,7 @@ Routes (``ID`` is an entry's path relative to RUNS_DIR):
 ``GET /favicon.ico``       the icon (also ``/static/favicon.svg``)
 =========================  ==================================================
 
-Nothing here writes: every file is read through :mod:`simcore.readers`, and a
+Nothing here writes: every file is read through :mod:`simcore.base.files`, and a
 file that fails its check is shown with the reader's message. Ids are checked by
 :mod:`simcore.view.paths`; anything that is not an entry of the right kind is 404.
 """
@@ -34,7 +34,12 @@ from typing import Any, Callable
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
-from simcore.readers import (
+from simcore.analysis.divergence import (
+    compare_signatures,
+    comparison_order,
+    control_flow,
+)
+from simcore.base.files import (
     DamagedFile,
     read_comparison,
     read_jsonl,
@@ -44,6 +49,7 @@ from simcore.readers import (
     read_sweep_definition,
     recorded_files,
 )
+from simcore.sim.trace import TraceEvent
 from simcore.view import timeline
 from simcore.view.catalog import Catalog, SweepLayout, arm_label, kind_of, ledger_rows
 from simcore.view.compare import Pair, event_text, pair_of, text_differences
@@ -293,8 +299,6 @@ async def run_replay(run_dir: Path) -> dict[str, Any]:
 # -- compare ---------------------------------------------------------------------------
 
 def _load_events(root: Path, eid: str) -> tuple[list[Any], dict[str, Any]]:
-    from simcore.trace import TraceEvent
-
     try:
         path = resolve_id(root, eid)
     except BadId as exc:
@@ -310,8 +314,6 @@ def _load_events(root: Path, eid: str) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
-    from simcore.divergence import compare_signatures, comparison_order, control_flow
-
     ctx: dict[str, Any] = {"a": a, "b": b, "damage": [], "pair": Pair("conditions", "A", "B")}
     try:
         ea, ma = _load_events(root, a)
@@ -508,7 +510,7 @@ async def plot(request: web.Request) -> web.Response:
 
     def load() -> bytes:
         data = file.read_bytes()
-        # (a run's manifest, or a mechanism comparison's: simcore.readers reads each by its kind)
+        # (a run's manifest, or a mechanism comparison's: simcore.base.files reads each by its kind)
         expected = (recorded_files(path) or {}).get(name)
         if expected is not None and hashlib.sha256(data).hexdigest() != expected:
             raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")

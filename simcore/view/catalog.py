@@ -18,7 +18,7 @@ page), into hidden directories (staging directories, ``.lock``), or through
 symlinked directories. A Monte Carlo's trials (run directories beside its
 summary) and a sweep's trials (from its ledger) are not rows of their own: they
 are the group's ``trials``, shown nested under its row. Every file is read
-through :mod:`simcore.readers`; a damaged entry is listed with the reader's
+through :mod:`simcore.base.files`; a damaged entry is listed with the reader's
 message. Summaries are cached per directory and recomputed when a marker file changes.
 """
 
@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcore.quality import merge, unreadable_share
-from simcore.readers import (
+from simcore.base.files import (
     DamagedFile,
     read_comparison,
     read_ledger_line,
@@ -42,6 +41,7 @@ from simcore.readers import (
     read_sweep_definition,
     read_trace,
 )
+from simcore.replies.quality import merge, unreadable_share
 from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
 
 MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",

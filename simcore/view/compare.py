@@ -3,7 +3,7 @@
 Two runs come to the compare page as a perturbation pair (a baseline and the same
 run perturbed) or as two conditions of a Monte Carlo or sweep (``biased=true``
 against ``biased=false``, on one seed). The structural distance of
-:mod:`simcore.divergence` is the measure for the first: a perturbation shows in
+:mod:`simcore.analysis.divergence` is the measure for the first: a perturbation shows in
 what happens. Two conditions usually make the same calls in the same order, so
 their structures match while every reply may differ; for them the page leads with
 the texts: of the aligned events that carry text (messages and replies), how many
@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from simcore.divergence import Comparison
+from simcore.analysis.divergence import Comparison
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simcore.readers import DamagedFile
+from simcore.base.files import DamagedFile
 
 SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_DEPTH = 8

@@ -13,9 +13,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from backends.cassette import Cassette
 from backends.pricing import cost_usd
 from backends.registry import BackendSpec, price_table
-from simcore.readers import DamagedFile, parse_json, read_cassette
+from simcore.base.files import DamagedFile, parse_json, read_cassette
+from simcore.sim import topology
 
 
 def audience(manifest: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, list[str]] | None, str]:
@@ -25,8 +27,6 @@ def audience(manifest: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[st
     order of their first call, the order scenarios create them in). None for a
     topology read from a file (the browser reads nothing outside RUNS_DIR).
     """
-    from simcore import topology
-
     spec = (manifest.get("config") or {}).get("topology")
     if spec is None:
         return {a: [b for b in names if b != a] for a in names}, "no topology: everyone hears everyone"
@@ -117,8 +117,6 @@ class PromptBook:
         Raises:
             DamagedFile: when the cassette fails its check.
         """
-        from backends.cassette import Cassette
-
         path = run_dir / "cassette.sqlite"
         if not path.exists() and "cassette.sqlite" not in (manifest.get("files") or {}):
             return None

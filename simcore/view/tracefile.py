@@ -1,7 +1,7 @@
 """A checked trace, indexed so that any page of it is read without loading the rest.
 
 :func:`open_trace` checks ``trace.jsonl`` against its manifest once
-(:func:`simcore.readers.read_trace`), then keeps only where each line starts and,
+(:func:`simcore.base.files.read_trace`), then keeps only where each line starts and,
 per event, small codes for its kind and agent and its simulated time. A page is
 read by seeking to its lines. Indices are cached per file and rebuilt when the
 file's size or modification time changes.
@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simcore.readers import DamagedFile, read_trace
+from simcore.base.files import DamagedFile, read_trace
 
 CACHE_SIZE = 8
 

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from backends.base import LLMResponse
-from simcore.kernel import World
-from simcore.reading import Reading, read_reply
-from simcore.schema import (
+from simcore.replies.reading import Reading, read_reply
+from simcore.replies.schema import (
     Amount,
     Choice,
     Confidence,
@@ -39,6 +38,7 @@ from simcore.schema import (
     Text,
     reply_kind,
 )
+from simcore.sim.kernel import World
 
 REAL = Path(__file__).resolve().parent / "real"
 ANY_TEXT = "*"  # the label of a text field that holds an answer of the reply's own (its wording is not compared)

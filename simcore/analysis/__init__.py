@@ -1,0 +1,1 @@
+"""Analysis: metric kinds, statistics, bases, embeddings and their cache, divergence, plots."""

@@ -1,0 +1,723 @@
+"""Statistics shared by scenarios, Monte Carlos, sweeps and calibration (scipy underneath).
+
+Every interval and test is chosen here, from the metric's kind
+(:mod:`simcore.analysis.metric_kinds`), by two functions: :func:`describe` (one group) and
+:func:`compare_metrics` (two arms). The rule, in one table, is docs/statistics.md:
+
+| kind, data | one group | difference (paired / unpaired) | test (paired / unpaired) |
+| --- | --- | --- | --- |
+| proportion, all values 0 or 1 | Wilson | Newcombe paired with exact McNemar / Newcombe hybrid | exact McNemar / Fisher's exact |
+| other, a bound | bootstrap percentile | sign-flip inversion / bootstrap percentile | sign-flip / Welch |
+| other, no bound | t | sign-flip inversion / Welch t | sign-flip / Welch |
+
+A comparison is one family: its p-values are Holm-adjusted across it, the adjusted p
+decides, and its intervals are at the family's Bonferroni level, so that an interval
+of a test's own inversion excludes 0 only on a significant row. p is never 0.
+
+All functions take plain sequences, ignore None and NaN, and return plain floats
+(or None when a figure is undefined, e.g. a standard deviation of one value).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from simcore.analysis.metric_kinds import Kind, inferred, kind_of, score
+
+# scipy.stats takes about half a second to import; a replay or a run without
+# statistics never needs it, so each function that does imports it (from cache after the first).
+
+LEVEL = 0.95
+ALPHA = 0.05
+#: Up to this many pairs the sign-flip test enumerates all 2^n sign patterns.
+MAX_EXACT_PAIRS = 16
+#: Above it, this many random patterns (seeded) besides the observed one.
+RANDOM_PATTERNS = 2**16 - 1
+BOOTSTRAP_RESAMPLES = 4000
+
+
+def clean(values: Sequence[Any]) -> np.ndarray:
+    """Values as a float array without None and NaN."""
+    arr = np.array([v for v in values if v is not None], dtype=float)
+    return arr[~np.isnan(arr)]
+
+
+def _f(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _constant(x: np.ndarray) -> bool:
+    # Exactly, not by variance: the variance of [0.7, 0.7, 0.7] is 1e-32, not 0, and a
+    # t statistic on it is 1e15 (p = 1e-31) where no test can say anything.
+    return len(x) > 0 and bool((x == x[0]).all())
+
+
+def _mean(x: np.ndarray) -> float:
+    """The mean, correctly rounded (so the same for any order of the values)."""
+    return float(x[0]) if _constant(x) else math.fsum(x) / len(x)
+
+
+def _std(x: np.ndarray) -> float | None:
+    """The sample standard deviation (ddof=1); exactly 0 for constant values."""
+    if len(x) < 2:
+        return None
+    return 0.0 if _constant(x) else float(np.sort(x).std(ddof=1))
+
+
+# -- one group -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """Descriptive statistics with a 95% confidence interval of the mean.
+
+    ``kind`` names the metric's kind and ``interval`` the method of the interval
+    (or why there is none).
+    """
+
+    n: int
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    ci_low: float | None
+    ci_high: float | None
+    kind: str = "continuous"
+    interval: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe(values: Sequence[Any], level: float = LEVEL,
+             bounds: tuple[float, float] | None = None, kind: Kind | None = None) -> Summary:
+    """n, mean, sample std (ddof=1), min, max and a confidence interval of the mean,
+    chosen from the metric's kind:
+
+    - a proportion whose values are all 0 or 1 (true/false): the Wilson interval of the count;
+    - any other kind with a bound (a share, a Likert mean, a count, a time): the
+      percentile bootstrap of the mean (4,000 resamples, seeded, so reproducible),
+      which cannot leave the values' range and so not the bounds either;
+    - an unbounded continuous value: the t interval.
+
+    Args:
+        values: One value per trial (None and NaN are left out).
+        level: Confidence level.
+        bounds: Shorthand for ``kind=score(*bounds)``.
+        kind: The metric's kind; None: inferred from the values (true/false values
+            are a proportion, anything else continuous).
+    """
+    if kind is None:
+        kind = score(*bounds) if bounds is not None else inferred(values)
+    if kind.name == "category":
+        n = sum(not _missing(v) for v in values)
+        return Summary(n, None, None, None, None, None, None, kind.name, "none: a category has no mean")
+    x = clean(values)
+    n = len(x)
+    if n == 0:
+        return Summary(0, None, None, None, None, None, None, kind.name, None)
+    mean, lo_x, hi_x, std = _mean(x), float(x.min()), float(x.max()), _std(x)
+    outside = (kind.low is not None and lo_x < kind.low) or (kind.high is not None and hi_x > kind.high)
+    if outside:
+        why = f"none: values {lo_x:g} to {hi_x:g} leave the declared range {kind.range_text()}"
+        return Summary(n, mean, std, lo_x, hi_x, None, None, kind.name, why)
+    if kind.name == "proportion" and _binary(x):
+        lo, hi = proportion_ci(int(x.sum()), n, level)
+        return Summary(n, mean, std, lo_x, hi_x, lo, hi, kind.name, "Wilson score")
+    if n == 1:
+        return Summary(1, mean, None, mean, mean, None, None, kind.name, "none: one value")
+    if kind.low is not None or kind.high is not None:
+        lo, hi = bootstrap_mean_ci(x, level)
+        return Summary(n, mean, std, lo_x, hi_x, lo, hi, kind.name,
+                       f"bootstrap percentile ({BOOTSTRAP_RESAMPLES:,} resamples)")
+    lo, hi = t_ci(x, level)
+    return Summary(n, mean, std, lo_x, hi_x, lo, hi, kind.name, "t")
+
+
+def _binary(x: np.ndarray) -> bool:
+    return bool(np.isin(x, (0.0, 1.0)).all())
+
+
+def t_ci(x: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """The t interval of a mean (None, None for fewer than 2 values)."""
+    n = len(x)
+    if n < 2:
+        return None, None
+    from scipy import stats as sps
+
+    mean = _mean(x)
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * _std(x) / math.sqrt(n)  # type: ignore[operator]
+    return mean - half, mean + half
+
+
+def bootstrap_mean_ci(x: np.ndarray, level: float = LEVEL, seed: int = 0,
+                      n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean: inside [min x, max x], around the mean.
+
+    The values are sorted first, so the interval does not depend on their order.
+    """
+    x = np.sort(np.asarray(x, dtype=float))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(len(x), size=(n_resamples, len(x)))].mean(axis=1)
+    q_lo, q_hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    mean = _mean(x)
+    # A percentile interval of a skewed tiny sample can miss the mean by a hair; the
+    # reported interval always contains its estimate (and so stays inside the range).
+    return min(mean, float(q_lo)), max(mean, float(q_hi))
+
+
+def proportion_ci(successes: int, n: int, level: float = LEVEL) -> tuple[float | None, float | None]:
+    """Wilson score interval of a proportion, inside [0, 1] and around k/n.
+
+    At k = 0 the lower end is exactly 0 and at k = n the upper end exactly 1 (the
+    closed form misses both by a rounding residue, which gave error bars of
+    negative length); (None, None) without trials.
+
+    Raises:
+        ValueError: unless 0 <= successes <= n.
+    """
+    if not 0 <= successes <= n:
+        raise ValueError(f"proportion_ci: need 0 <= successes <= n; got {successes} of {n}")
+    if n == 0:
+        return None, None
+    from scipy import stats as sps
+
+    z = float(sps.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if successes == 0 else min(p, max(0.0, centre - half))
+    hi = 1.0 if successes == n else max(p, min(1.0, centre + half))
+    return lo, hi
+
+
+def error_bar(centre: float | None, lo: float | None, hi: float | None) -> tuple[float, float]:
+    """Lengths below and above ``centre`` of an interval's error bar, never negative.
+
+    A missing interval (or centre) draws no bar: (0, 0).
+    """
+    if centre is None or lo is None or hi is None:
+        return 0.0, 0.0
+    return max(0.0, centre - lo), max(0.0, hi - centre)
+
+
+def cohen_d(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's d of a minus b with the pooled standard deviation."""
+    x, y = np.sort(clean(a)), np.sort(clean(b))
+    if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
+        return None
+    pooled = ((len(x) - 1) * _std(x) ** 2 + (len(y) - 1) * _std(y) ** 2) / (len(x) + len(y) - 2)  # type: ignore[operator]
+    return _f((_mean(x) - _mean(y)) / math.sqrt(pooled))
+
+
+# -- differences of proportions ----------------------------------------------------------
+
+def newcombe_ci(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of k1/n1 - k2/n2 (independent samples), inside [-1, 1].
+
+    It combines the two Wilson intervals (Newcombe 1998, method 10 for unpaired data).
+    """
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = proportion_ci(k1, n1, level)
+    l2, u2 = proportion_ci(k2, n2, level)
+    d = p1 - p2
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)  # type: ignore[operator]
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)  # type: ignore[operator]
+    # Mathematically lo >= l1 - u2 >= -1; the max only removes a rounding residue.
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def newcombe_paired_ci(both: int, only_a: int, only_b: int, neither: int,
+                       level: float = LEVEL) -> tuple[float, float]:
+    """Newcombe's score interval of p_a - p_b for paired yes/no outcomes, inside [-1, 1].
+
+    ``both``, ``only_a``, ``only_b``, ``neither`` count the pairs (a yes and b yes, a
+    yes and b no, ...). The Wilson intervals of the two margins are combined with
+    their estimated correlation, corrected towards 0 as in Newcombe (1998, method 10).
+    """
+    n = both + only_a + only_b + neither
+    k1, k2 = both + only_a, both + only_b
+    p1, p2 = k1 / n, k2 / n
+    l1, u1 = proportion_ci(k1, n, level)
+    l2, u2 = proportion_ci(k2, n, level)
+    margins = (k1, n - k1, k2, n - k2)
+    phi = 0.0
+    if min(margins) > 0:
+        a = both * neither - only_a * only_b
+        root = math.sqrt(float(np.prod(np.array(margins, dtype=float))))
+        if a > n / 2:
+            phi = (a - n / 2) / root
+        elif a < 0:
+            phi = a / root
+    d = p1 - p2
+    e1, f2 = p1 - l1, u2 - p2  # type: ignore[operator]
+    e2, f1 = p2 - l2, u1 - p1  # type: ignore[operator]
+    lo = d - math.sqrt(max(0.0, e1 * e1 - 2 * phi * e1 * f2 + f2 * f2))
+    hi = d + math.sqrt(max(0.0, e2 * e2 - 2 * phi * e2 * f1 + f1 * f1))
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def mcnemar_exact_ci(both: int, only_a: int, only_b: int, neither: int,
+                     level: float = LEVEL) -> tuple[float, float]:
+    """The interval of p_a - p_b that inverts the exact McNemar test, inside [-1, 1].
+
+    Conditional on the m discordant pairs: the Clopper-Pearson interval of the share
+    of them that favour a, mapped to a difference at the observed discordance m/n. It
+    excludes 0 exactly when :func:`mcnemar_exact` gives p < 1 - level; it ignores the
+    uncertainty of the discordance itself, so :func:`paired_proportion_ci` widens it.
+    """
+    from scipy import stats as sps
+
+    n, m = both + only_a + only_b + neither, only_a + only_b
+    if m == 0:
+        return 0.0, 0.0
+    tail = (1 - level) / 2
+    lo = float(sps.beta.ppf(tail, only_a, only_b + 1)) if only_a else 0.0
+    hi = float(sps.beta.ppf(1 - tail, only_a + 1, only_b)) if only_b else 1.0
+    return m / n * (2 * lo - 1), m / n * (2 * hi - 1)
+
+
+def paired_proportion_ci(both: int, only_a: int, only_b: int, neither: int,
+                         level: float = LEVEL) -> tuple[float, float]:
+    """The interval of p_a - p_b for paired yes/no outcomes: the hull of Newcombe's paired
+    score interval and the exact McNemar interval, inside [-1, 1].
+
+    It covers at least as often as Newcombe's, and it excludes 0 only where the exact
+    McNemar test rejects (Newcombe's alone excludes 0 from 2 pairs of 2 at 95%).
+    """
+    n_lo, n_hi = newcombe_paired_ci(both, only_a, only_b, neither, level)
+    e_lo, e_hi = mcnemar_exact_ci(both, only_a, only_b, neither, level)
+    return min(n_lo, e_lo), max(n_hi, e_hi)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Exact McNemar test: two-sided binomial p of the discordant pairs (1 without any)."""
+    m = only_a + only_b
+    if m == 0:
+        return 1.0
+    from scipy import stats as sps
+
+    return min(1.0, 2.0 * float(sps.binom.cdf(min(only_a, only_b), m, 0.5)))
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Fisher's exact test of k1/n1 against k2/n2 (two-sided)."""
+    from scipy import stats as sps
+
+    return min(1.0, float(sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue))
+
+
+# -- paired differences of other kinds: the sign-flip test ------------------------------------
+
+@dataclass(frozen=True)
+class SignFlip:
+    """The sign-flip (randomization) test of paired differences and its interval.
+
+    Attributes:
+        p: Two-sided p: twice the smaller one-sided p, at most 1; at least 2 / patterns.
+        patterns: Sign patterns used (the observed one included).
+        exact: Whether they are all 2^n patterns (else a seeded random set).
+        subset_means: Sorted means of the differences over each flipped set (the
+            interval's ends are among them).
+        always: Patterns that count as at least as extreme at every shift (the observed one).
+    """
+
+    p: float
+    patterns: int
+    exact: bool
+    subset_means: np.ndarray
+    always: int
+
+    def interval(self, level: float) -> tuple[float | None, float | None]:
+        """The shifts the test does not reject at 1 - level: the test's own inversion.
+
+        A shift d0 is rejected when the test of (differences - d0) has p < 1 - level,
+        so the interval excludes 0 exactly when p < 1 - level. (None, None) where no
+        shift can be rejected (too few pairs for the level).
+        """
+        tail = (1 - level) / 2
+        ms = self.subset_means
+        # the largest j with (always + j) / patterns < tail
+        j = math.ceil(tail * self.patterns - self.always) - 1
+        while j >= 0 and (self.always + j) / self.patterns >= tail:
+            j -= 1
+        while (self.always + j + 1) / self.patterns < tail:
+            j += 1
+        if j < 0 or j >= len(ms):
+            return None, None
+        return float(ms[j]), float(ms[len(ms) - 1 - j])
+
+
+def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
+    """The sign-flip test of paired differences (mean 0 under the null).
+
+    Exact (all 2^n sign patterns) up to :data:`MAX_EXACT_PAIRS` pairs; above that,
+    :data:`RANDOM_PATTERNS` random patterns drawn from ``seed`` and the observed one.
+    The differences are sorted first, so the result does not depend on their order.
+    The one-sided p of shift d0 is (always + #{flipped sets whose mean <= d0}) /
+    patterns (Hartigan's subset means), which makes the interval the exact inversion.
+    """
+    d = np.sort(np.asarray(differences, dtype=float))
+    n = len(d)
+    if n == 0:
+        raise ValueError("sign_flip: no differences")
+    if n <= MAX_EXACT_PAIRS:
+        masks = np.arange(1, 2**n, dtype=np.int64)
+        flipped = ((masks[:, None] >> np.arange(n)) & 1).astype(bool)
+        sums, counts = flipped.astype(float) @ d, flipped.sum(axis=1)
+        patterns, always, exact = 2**n, 1, True
+    else:
+        rng = np.random.default_rng(seed)
+        rows = max(1, 2**22 // n)
+        sums_parts, count_parts = [], []
+        for start in range(0, RANDOM_PATTERNS, rows):
+            flipped = rng.random((min(rows, RANDOM_PATTERNS - start), n)) < 0.5
+            sums_parts.append(flipped.astype(float) @ d)
+            count_parts.append(flipped.sum(axis=1))
+        sums, counts = np.concatenate(sums_parts), np.concatenate(count_parts)
+        patterns, exact = RANDOM_PATTERNS + 1, False
+        always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
+        sums, counts = sums[counts > 0], counts[counts > 0]
+    means = sums / counts
+    # Sums of values that cancel exactly (0.1 + 0.2 - 0.3) carry a rounding residue;
+    # snapped to 0 so that a tie counts as one, for the p and the interval alike.
+    scale = float(np.abs(d).max()) or 1.0
+    means[np.abs(means) <= 1e-12 * scale] = 0.0
+    means.sort()
+    upper = (always + int(np.count_nonzero(means <= 0.0))) / patterns
+    lower = (always + int(np.count_nonzero(means >= 0.0))) / patterns
+    return SignFlip(min(1.0, 2 * min(upper, lower)), patterns, exact, means, always)
+
+
+# -- unpaired differences of other kinds -----------------------------------------------------
+
+def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
+    """Welch's unequal-variance t-test of a against b: t, df and two-sided p.
+
+    Undefined (all None) with fewer than 2 values in an arm or no variance in either.
+    """
+    x, y = np.sort(clean(a)), np.sort(clean(b))
+    if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
+        return {"t_statistic": None, "df": None, "p_value": None}
+    from scipy import stats as sps
+
+    va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    with warnings.catch_warnings():
+        # scipy warns of precision loss for a nearly constant arm; the figures stand,
+        # and the warning would only clutter the terminal.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.ttest_ind(x, y, equal_var=False)
+    return {"t_statistic": _f(res.statistic), "df": _f(df), "p_value": _f(res.pvalue)}
+
+
+def welch_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL) -> tuple[float | None, float | None]:
+    """Welch's t interval of mean(a) - mean(b): the inversion of :func:`welch`."""
+    x, y = clean(a), clean(b)
+    test = welch(x, y)
+    if test["df"] is None:
+        return None, None
+    from scipy import stats as sps
+
+    se = math.sqrt(_std(x) ** 2 / len(x) + _std(y) ** 2 / len(y))  # type: ignore[operator]
+    half = float(sps.t.ppf(0.5 + level / 2, test["df"])) * se
+    d = _mean(x) - _mean(y)
+    return d - half, d + half
+
+
+def constant_arms_p(a: Sequence[Any], b: Sequence[Any]) -> float:
+    """Exact permutation p of the mean difference when each arm is constant.
+
+    Only the observed split of the pooled values (and its mirror, with equal arm
+    sizes) is as extreme as the observed one; 1 when the arms are equal.
+    """
+    x, y = clean(a), clean(b)
+    if x[0] == y[0]:
+        return 1.0
+    return min(1.0, (2 if len(x) == len(y) else 1) / math.comb(len(x) + len(y), len(x)))
+
+
+def bootstrap_diff_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL, seed: int = 0,
+                      n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(a) - mean(b), independent samples (each
+    sorted first): inside [min a - max b, max a - min b], around the difference."""
+    x, y = np.sort(clean(a)), np.sort(clean(b))
+    rng = np.random.default_rng(seed)
+    diffs = (x[rng.integers(len(x), size=(n_resamples, len(x)))].mean(axis=1)
+             - y[rng.integers(len(y), size=(n_resamples, len(y)))].mean(axis=1))
+    q_lo, q_hi = np.quantile(diffs, [(1 - level) / 2, (1 + level) / 2])
+    d = _mean(x) - _mean(y)
+    return min(d, float(q_lo)), max(d, float(q_hi))
+
+
+# -- families -------------------------------------------------------------------------
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values (None stays None), in input order."""
+    idx = [i for i, p in enumerate(p_values) if p is not None]
+    m = len(idx)
+    order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type, return-value]
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        adj = min(1.0, (m - rank) * float(p_values[i]))  # type: ignore[arg-type]
+        running = max(running, adj)
+        out[i] = running
+    return out
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One row of a comparison before its family is known: the test is done, the
+    interval waits for the family's level (:func:`decide`).
+
+    Attributes:
+        row: The row so far (means, counts, the test, its raw p or why it was not tested).
+        interval: Computes (method, low, high) at a confidence level; None when the
+            row has no interval.
+    """
+
+    row: dict[str, Any]
+    interval: Callable[[float], tuple[str, float | None, float | None]] | None = None
+
+    @property
+    def tested(self) -> bool:
+        return self.row.get("p_value") is not None
+
+
+def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
+                paired_samples: bool, seed: int = 0) -> Pending:
+    """Arm A against arm B on one metric: its test, chosen from the kind and the data
+    (see the module docstring), before the family's adjustment.
+
+    Args:
+        a: Arm A's values, one per trial (None or NaN where undefined).
+        b: Arm B's values; paired by position when ``paired_samples``.
+        kind: The metric's kind (None: inferred from the values).
+        paired_samples: Whether trial i of A and trial i of B form a pair.
+        seed: Seed of the random sign patterns and the bootstrap (results are reproducible).
+    """
+    if paired_samples and len(a) != len(b):
+        raise ValueError("compare_metrics: paired arms need the same number of trials")
+    if kind is None:
+        kind = inferred([*a, *b])
+    if kind.name == "category":
+        return Pending({"kind": kind.name, "test": None, "p_value": None, "not_tested": "a category has no mean"})
+    x, y = np.sort(clean(a)), np.sort(clean(b))
+    row: dict[str, Any] = {
+        "kind": kind.name,
+        "n_a": len(x),
+        "n_b": len(y),
+        # Trials where the metric is undefined (no readable data): left out, and counted.
+        "n_undefined_a": len(a) - len(x),
+        "n_undefined_b": len(b) - len(y),
+        "mean_a": _mean(x) if len(x) else None,
+        "mean_b": _mean(y) if len(y) else None,
+    }
+    row["delta_mean"] = None if row["mean_a"] is None or row["mean_b"] is None else row["mean_a"] - row["mean_b"]
+    row["cohen_d"] = cohen_d(x, y)
+    row.update(test=None, p_value=None, not_tested=None)
+    if paired_samples:
+        pairs = [(float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)]
+        row["n_pairs"] = len(pairs)
+        if pairs and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
+                         for u, v in zip(a, b)):
+            # A metric equal in every pair (one that echoes the config, say) has nothing to test.
+            row.update(equal_in_every_pair=True, not_tested="equal in every pair")
+            return Pending(row)
+        if len(pairs) < 2:
+            row["not_tested"] = f"{len(pairs)} pair{'' if len(pairs) == 1 else 's'} with both values"
+            return Pending(row)
+        return _paired(row, np.array(sorted(pairs)), kind, seed)
+    if len(x) < 2 or len(y) < 2:
+        row["not_tested"] = "fewer than 2 values in an arm"
+        return Pending(row)
+    return _unpaired(row, x, y, kind, seed)
+
+
+def _paired(row: dict[str, Any], pairs: np.ndarray, kind: Kind, seed: int) -> Pending:
+    u, v = pairs[:, 0], pairs[:, 1]
+    if kind.name == "proportion" and _binary(pairs.ravel()):
+        both, only_a = int(((u == 1) & (v == 1)).sum()), int(((u == 1) & (v == 0)).sum())
+        only_b, neither = int(((u == 0) & (v == 1)).sum()), int(((u == 0) & (v == 0)).sum())
+        row.update(test="exact McNemar", p_value=mcnemar_exact(only_a, only_b))
+        return Pending(row, lambda level: ("Newcombe paired score and exact McNemar (hull)",
+                                           *paired_proportion_ci(both, only_a, only_b, neither, level)))
+    flip = sign_flip(u - v, seed)
+    row.update(test="exact sign-flip" if flip.exact else f"sign-flip ({RANDOM_PATTERNS:,} random patterns)",
+               p_value=flip.p)
+    span = kind.span()
+
+    def interval(level: float) -> tuple[str, float | None, float | None]:
+        lo, hi = flip.interval(level)
+        if lo is None and span is not None:
+            # No shift can be rejected with so few pairs: every possible difference remains.
+            lo, hi = -span, span
+        return "sign-flip inversion", lo, hi
+
+    return Pending(row, interval)
+
+
+def _unpaired(row: dict[str, Any], x: np.ndarray, y: np.ndarray, kind: Kind, seed: int) -> Pending:
+    if kind.name == "proportion" and _binary(np.concatenate([x, y])):
+        k1, k2 = int(x.sum()), int(y.sum())
+        row.update(test="Fisher's exact", p_value=fisher_exact(k1, len(x), k2, len(y)))
+        return Pending(row, lambda level: ("Newcombe hybrid score", *newcombe_ci(k1, len(x), k2, len(y), level)))
+    span = kind.span()
+    bounded = kind.low is not None or kind.high is not None
+    if _constant(x) and _constant(y):
+        p = constant_arms_p(x, y)
+        row.update(test="exact permutation (both arms constant)", p_value=p)
+        delta = float(x[0] - y[0])
+
+        def exact(level: float) -> tuple[str, float | None, float | None]:
+            if p < 1 - level:
+                return "permutation inversion", delta, delta
+            return "permutation inversion", *((-span, span) if span is not None else (None, None))
+
+        return Pending(row, exact)
+    test = welch(x, y)
+    row.update(test="Welch t-test", p_value=test["p_value"], t_statistic=test["t_statistic"])
+    if bounded:
+        return Pending(row, lambda level: (f"bootstrap percentile ({BOOTSTRAP_RESAMPLES:,} resamples)",
+                                           *bootstrap_diff_ci(x, y, level, seed)))
+    return Pending(row, lambda level: ("Welch t", *welch_ci(x, y, level)))
+
+
+def decide(pending: Mapping[Any, Pending], *, family: str, alpha: float = ALPHA,
+           paired_samples: bool = True) -> dict[Any, dict[str, Any]]:
+    """One family's decisions: Holm across its tested rows, intervals at its level.
+
+    Every tested row gets ``p_adjusted`` (Holm across the family), ``family`` (e.g.
+    "Holm across 6 metrics"), ``significant`` (adjusted p < alpha) and an interval of
+    the difference at the family's Bonferroni level 1 - alpha/m (``ci_low``,
+    ``ci_high``, ``ci_level``, ``ci_method``, ``ci_adjustment``); a row that was not
+    tested keeps ``not_tested`` (the reason) and gets no p, interval or decision.
+
+    Args:
+        pending: The rows (:func:`compare_one`), by any key.
+        family: What the family's members are, plural (``"metrics"``,
+            ``"comparisons (5 metrics x 3 mechanism pairs)"``).
+        alpha: The significance level.
+        paired_samples: Whether the rows are paired comparisons (for the rule's words).
+    """
+    keys = list(pending)
+    tested = [k for k in keys if pending[k].tested]
+    m = len(tested)
+    name = f"Holm across {m} {_singular(family) if m == 1 else family}"
+    level = 1 - alpha / max(m, 1)
+    adjusted = dict(zip(tested, holm([pending[k].row["p_value"] for k in tested])))
+    rule = decision_rule(paired_samples, name, alpha)
+    out = {}
+    for k in keys:
+        row = dict(pending[k].row)
+        p = adjusted.get(k)
+        row.update(family=name, p_adjusted=p, significant=None if p is None else p < alpha, decided_by=rule,
+                   ci_method=None, ci_level=None, ci_adjustment=None, ci_low=None, ci_high=None)
+        if p is not None and pending[k].interval is not None:
+            method, lo, hi = pending[k].interval(level)
+            row.update(ci_method=method, ci_level=level, ci_low=lo, ci_high=hi,
+                       ci_adjustment=f"Bonferroni across {m} {_singular(family) if m == 1 else family}"
+                       if m > 1 else "not adjusted (one test)")
+        out[k] = row
+    return out
+
+
+def _singular(family: str) -> str:
+    head, sep, rest = family.partition(" ")
+    return (head[:-1] if head.endswith("s") else head) + sep + rest
+
+
+def compare_metrics(
+    a_rows: Sequence[Any],
+    b_rows: Sequence[Any],
+    names: Sequence[str],
+    *,
+    paired_samples: bool,
+    seed: int,
+    alpha: float = ALPHA,
+    kinds: Mapping[str, Kind] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Compare arm A with arm B on several metrics: one family, one decision per metric.
+
+    Per metric (see :func:`compare_one` and :func:`decide`): the means and counts,
+    ``delta_mean`` (A - B), Cohen's d, the ``test`` its kind calls for and its raw
+    ``p_value`` (or ``not_tested`` with the reason), ``p_adjusted`` (Holm across the
+    tested metrics, the ``family``), the decision ``significant`` (adjusted p below
+    ``alpha``) with its rule ``decided_by``, and the interval of the difference at
+    the family's Bonferroni level (``ci_low``, ``ci_high``, ``ci_level``,
+    ``ci_method``). Every sentence, flag and plot of a comparison follows
+    ``significant``.
+
+    Args:
+        a_rows: Arm A, one mapping of metric name to value per trial.
+        b_rows: Arm B, likewise; same length and order when paired.
+        names: The metrics to compare (the family).
+        paired_samples: Whether rows are paired by position (trials sharing a seed).
+        seed: Seed of the random sign patterns and bootstrap resamples.
+        alpha: Significance level.
+        kinds: Each metric's kind (exact names or globs, as ``Scenario.kinds``);
+            a metric without one is inferred from its values.
+    """
+    if paired_samples and len(a_rows) != len(b_rows):
+        raise ValueError("compare_metrics: paired arms need the same number of trials")
+    pending = {
+        name: compare_one([row.get(name) for row in a_rows], [row.get(name) for row in b_rows],
+                          kind_of(kinds or {}, name), paired_samples=paired_samples, seed=seed)
+        for name in names
+    }
+    return decide(pending, family="metrics", alpha=alpha, paired_samples=paired_samples)
+
+
+def decision_rule(paired: bool, family: str, alpha: float = ALPHA) -> str:
+    """The one rule that decides a comparison, in words.
+
+    Args:
+        paired: Whether the arms are paired.
+        family: The family's name, e.g. "Holm across 6 metrics".
+        alpha: The significance level.
+    """
+    return (f"{'paired' if paired else 'unpaired'} test chosen by each metric's kind (named per row), "
+            f"{family}, adjusted p < {alpha:g}")
+
+
+def decision_p(entry: Mapping[str, Any]) -> float | None:
+    """The p-value the decision rule uses for one compared metric: its adjusted p."""
+    return entry.get("p_adjusted")
+
+
+def verdict(entry: Mapping[str, Any]) -> str:
+    """A compared metric's decision in words: significant, not significant, or why not tested."""
+    if entry.get("significant") is True:
+        return "significant"
+    if entry.get("significant") is False:
+        return "not significant"
+    why = entry.get("not_tested")
+    return f"not tested ({why})" if why else "not tested"
+
+
+def interval_text(entry: Mapping[str, Any], spec: str = "+.3g") -> str:
+    """``[low, high]`` of a compared metric's interval, ``n/a`` without one."""
+    lo, hi = entry.get("ci_low"), entry.get("ci_high")
+    if lo is None or hi is None:
+        return "n/a"
+    return f"[{format(lo, spec)}, {format(hi, spec)}]"
+
+
+def level_text(entries: Sequence[Mapping[str, Any]]) -> str | None:
+    """How a comparison's intervals are adjusted, in words (None when none has an interval)."""
+    rows = [e for e in entries if e.get("ci_level") is not None]
+    if not rows:
+        return None
+    e = rows[0]
+    return f"intervals at {100 * e['ci_level']:.4g}%, {e['ci_adjustment']}"

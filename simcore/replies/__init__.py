@@ -1,0 +1,1 @@
+"""Model replies: the reply schema, reading replies (JSON, prose, echoes) and their quality."""

@@ -1,0 +1,404 @@
+"""Reading answers out of plain prose, conservatively.
+
+A prose reply is read only where it states the speaker's own answer. This module
+cuts prose into clauses and says, for each, whether it counts:
+
+- questions, suppositions and conditions ("if they defect, I will defect", "when
+  asked to cooperate, A defects") and hedges ("I might cooperate") state nothing;
+  a framing such as "if I had to choose" is not a supposition;
+- a clause about others or the past ("they cooperated", "most people would
+  agree"), with no first-person word in it, is history, not the answer;
+- quoted speech is someone else's; an explicit revision ("no wait", "on
+  reflection", "make that") leaves only what follows it;
+- in a reply cut at max_tokens only what was complete before the cut counts: whole
+  sentences, and a clause that a "because" shows was finished.
+
+A clause that counts states an answer only where the speaker **commits** to it
+(:attr:`Clause.commits`): in the first person ("I defect", "my vote is B"), as a
+recommendation ("you should cooperate", "the best move is to defect"), or as the
+answer alone, a sentence of its own or after a lead-in that concludes ("So: B",
+"My answer: DEFECT"); an answer after another lead-in ("Round 1: DEFECT", "Agent B:
+DEFECT") describes that, not the speaker's choice. Lists that name several answers
+("COOPERATE or DEFECT", "DEFECT, DEFECT", an option list) never count
+(:func:`list_spans`).
+
+Negation is judged per mention (:func:`negated`), within its clause. The kinds of
+:mod:`simcore.replies.schema` find their mentions in the clauses that count, and read an
+answer only when exactly one survives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+_NEGATORS = frozenset(
+    "not no never nor neither reject rejects rejected rejecting avoid avoids avoiding "
+    "refuse refuses wont dont cannot cant".split()
+)
+# Prepositions negate only the mention right after them ("against defecting", "rather than
+# A", "instead of A"): in "I defend myself against exploitation by defecting" the move is
+# defecting.
+_NEGATING_PREPOSITIONS = frozenset("without against instead than over".split())
+_CLAUSE = re.compile(
+    r"[.;!?](?=\s|$)|,(?!\d{3})|:(?!\d)|[\n\u2014]|\s-\s|"
+    r"\b(?:but|so|then|thus|therefore|hence|and|because|since|while|whereas)\b",
+    re.IGNORECASE,
+)
+_CONCLUDES = re.compile(r"(?:\b(?:so|then|thus|therefore|hence)|:)\s*$", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_FIRST = re.compile(r"\b(?:i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|our|us|let's|let us)\b", re.I)
+_THIRD = re.compile(
+    r"\b(?:they|they're|they'll|they've|their|them|themselves|he|she|his|her|himself|herself|each other|"
+    r"opponent|opponents|partner|others|players|participants|"
+    r"other (?:player|agent|side|member|members|panelists?)|everyone|everybody|people|most|agent \w+|"
+    r"player \w+|member \w+)\b",
+    re.I,
+)
+_SUPPOSE = re.compile(r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming)\b",
+                      re.I)
+_FRAMING = re.compile(
+    r"\b(?:if i (?:had|have|were) to (?:choose|pick|decide|answer|vote|say|bid|rate)|if you ask me|if forced|"
+    r"if i must|even if|even though|if anything|if i (?:imagine|put|picture) myself)\b",
+    re.I,
+)
+_HEDGE = re.compile(
+    r"\b(?:might|maybe|perhaps|possibly|probably|could|seems?|not sure|unsure|undecided|uncertain whether|"
+    r"with probability|probabilit(?:y|ies) of|mixed strateg\w*|randomi[sz]e|coin flip|leaning|lean toward\w*|"
+    r"tempted|tempting|considering|consider)\b",
+    re.I,
+)
+_TORN = re.compile(
+    r"\b(?:just as good|equally (?:good|valid|strong)|hard to (?:choose|say|decide|tell)|can't decide|"
+    r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:sides|options|are)|no preference|"
+    r"not sure|I don't know|undecided)\b",
+    re.I,
+)
+_WHETHER = re.compile(r"\bwhether\b", re.I)
+_REVISION = re.compile(
+    r"(?:^|[.;,!?:]\s*|\n)\s*(?:no,? wait|wait|actually|on second thought|on (?:further )?reflection|scratch that|"
+    r"make (?:that|it)|correction|let me reconsider|i mean|hmm,? no|revised|update)\b",
+    re.I,
+)
+_QUOTED = re.compile(r"\"[^\"\n]{3,}\"|\u201c[^\u201d\n]{3,}\u201d|(?<![\w])'[^'\n]{3,}'(?![\w])")
+_SPEAKER = re.compile(
+    r"^\s*\[?(?:member|user|assistant|agent|player|panelist|participant|human|ai|moderator)[ _]?\w*\]?\s*:?\s*$"
+    r"|^\s*\[(?:member|user|assistant|agent|player|panelist|participant)[^\]]*\]",
+    re.I | re.M,
+)
+
+
+def negated(text: str, start: int, span: int = 4) -> bool:
+    """Whether one of the ``span`` words before ``text[start]``, in its clause, negates it.
+
+    "won't defect", "do not want to defect", "rather than A", "B over A" and "not
+    A but B" (for A) are negated; "not A but B" (for B) is not.
+    """
+    window = _CLAUSE.split(text[max(0, start - 80) : start])[-1]
+    words = re.findall(r"[\w']+", window.lower().replace("\u2019", "'"))[-span:]
+    return any(w in _NEGATORS or w.endswith("n't") for w in words) or \
+        any(w in _NEGATING_PREPOSITIONS for w in words[-2:])
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """A clause of prose and what it can say.
+
+    Attributes:
+        text: The clause.
+        counts: Whether it may state the speaker's answer (see the module docstring).
+        first_person: Whether it has a first-person word.
+        alone: Whether it stands alone as an answer: a whole sentence, or a conclusion
+            ("..., so B.", "My answer: B"), not the value of another lead-in ("Round 1: B").
+        cue: Whether it recommends or concludes ("you should", "the best move is").
+        lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
+            a colon ("Defect: you get 5").
+    """
+
+    text: str
+    counts: bool
+    first_person: bool
+    alone: bool
+    cue: bool = False
+    lead: bool = False
+
+    @property
+    def commits(self) -> bool:
+        """Whether an answer in it is the speaker's own: a clause that counts, in the first
+        person or with a cue. (An answer standing alone, or leading its sentence, is judged
+        by the kind, which knows what a bare answer looks like: see :func:`bare`.)"""
+        return self.counts and (self.first_person or self.cue)
+
+    def states(self, answer: re.Pattern) -> bool:
+        """Whether the clause commits to an answer that ``answer`` finds: :attr:`commits`, or the
+        answer bare (:func:`bare`), alone or leading its sentence."""
+        return self.commits or (self.counts and (self.alone or self.lead) and bare(self.text, answer))
+
+
+def prepare(text: str, truncated: bool = False) -> str:
+    """The part of a prose reply that may be read: no quotes, after the last revision, complete."""
+    text = _QUOTED.sub(" ", text.replace("\u2019", "'"))
+    if truncated:
+        text = complete_part(text)
+    marks = list(_REVISION.finditer(text))
+    return text[marks[-1].end() :] if marks else text
+
+
+def complete_part(text: str) -> str:
+    """What a cut reply said completely: its whole sentences, and a clause closed by "because"."""
+    ends = [m.end() for m in re.finditer(r"[.!?](?:\s|$)", text)]
+    done, rest = (text[: ends[-1]], text[ends[-1] :]) if ends else ("", text)
+    reason = re.search(r"\b(?:because|since|as|given that)\b", rest)
+    return done + (rest[: reason.start()] if reason else "")
+
+
+def sentences(text: str) -> list[str]:
+    """Split prose into sentences (and lines)."""
+    return [s for s in _SENTENCE.split(text) if s.strip()]
+
+
+def clauses(text: str) -> list[Clause]:
+    """The clauses of ``text``, each with whether it may state the speaker's answer."""
+    out = []
+    for sentence in sentences(text):
+        s = sentence.strip()
+        supposed = bool(_SUPPOSE.search(_FRAMING.sub(" ", s)))
+        question = s.endswith("?")
+        pos = 0
+        parts = []
+        for m in _CLAUSE.finditer(s):
+            parts.append((s[pos : m.start()], s[max(0, pos - 12) : pos]))
+            pos = m.end()
+        parts.append((s[pos:], s[max(0, pos - 12) : pos]))
+        whole = len([p for p, _ in parts if p.strip()]) == 1
+        head = ""  # the clause before this one
+        for i, (part, before) in enumerate(parts):
+            if not part.strip():
+                continue
+            first = bool(_FIRST.search(part))
+            about_others = bool(_THIRD.search(part)) and not first
+            counts = not (question or supposed or about_others or _HEDGE.search(part) or _WHETHER.search(part))
+            if before.endswith(":"):
+                # "My answer: B", "So: B" conclude; "Round 1: B", "Agent B: DEFECT" give a value of something else.
+                alone = bool(_FIRST.search(head) or _CONCLUSION.search(head) or _CONCLUSION.search(before[:-1]))
+                alone = alone and not _THIRD.search(head)
+            else:
+                alone = whole or bool(_CONCLUDES.search(before))
+            # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
+            lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
+            out.append(Clause(part, counts, first, alone, bool(_CUE.search(part)), lead))
+            head = part
+    return out
+
+
+# A lead-in that concludes (before a colon), and cues of a recommendation or a stated answer.
+_CONCLUSION = re.compile(
+    r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
+    r"bottom line|final|answer|decision|choice|move|vote|pick|recommendation|selection)\b\W*$",
+    re.I,
+)
+_CUE = re.compile(
+    r"\b(?:should|must|recommend\w*|suggest\w*|advis\w*|go with|let's|let us|"
+    r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible) "
+    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet)|"
+    r"it(?:'s| is| would be) (?:best|better|wise|wiser|right|rational|optimal) to|"
+    r"(?:the|final) (?:answer|choice|decision|move|vote|pick|recommendation) (?:is|would be|will be))\b",
+    re.I,
+)
+
+
+_SEP = r"\s*(?:,|/|\||;|&|\+|\bor\b|\band\b|\bvs\.?|\bversus\b|\s-\s)\s*"
+
+
+def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, int]]:
+    """Spans of ``text`` that list answers rather than choose one.
+
+    ``answer`` is a regex for one answer (an action, an option key). A list is two
+    answers or more joined by separators only ("COOPERATE or DEFECT", "DEFECT, DEFECT",
+    "A/B"), or two consecutive lines or more that each begin with an answer, different
+    ones, as an option list does ("A: Transfuse" over "B: Seek a court order"). With
+    ``keys``, a line's answer must stand as a key ("A)", "A:", "A.", "(A)", "Option A").
+    """
+    one = rf"(?<![\w-])(?:{answer})(?![\w-])"
+    out = [m.span() for m in re.finditer(rf"{one}(?:{_SEP}{one})+", text, re.I)]
+    head = rf"^[ \t]*(?:[-*\u2022+>#]+[ \t]*)?(?:\*\*|__)?(?:option[ \t]*)?[(\[]?(?P<a>{answer})"
+    head += r"(?:[)\].:]|\*\*|__|[ \t]+[-\u2013\u2014])" if keys else r"(?![\w-])"
+    pattern = re.compile(head, re.I)
+    block: list[tuple[int, int, str]] = []
+    pos = 0
+    for line in [*text.split("\n"), "."]:  # (a last line that ends any block)
+        m = pattern.match(line)
+        if m:
+            block.append((pos, pos + len(line), m.group("a").lower()))
+        elif line.strip():  # a blank line does not end a list
+            if len({a for _, _, a in block}) >= 2:
+                out += [(a, b) for a, b, _ in block]
+            block = []
+        pos += len(line) + 1
+    return out
+
+
+def blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span blanked out by spaces (positions kept)."""
+    for a, b in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+_FILLER = frozenset(
+    "again now then so therefore thus hence ok okay yes well definitely simply just final answer move decision "
+    "choice action option vote it is its for me this time round game not no never don t do".split()
+)
+
+
+def bare(text: str, answer: re.Pattern) -> bool:
+    """Whether ``text`` is an answer and nothing else: its words outside ``answer``'s matches are filler
+    ("DEFECT again", "**B**", "Option B.", "not defect")."""
+    return answer.search(text) is not None and set(words_of(answer.sub(" ", text).lower())) <= _FILLER
+
+
+def torn(text: str) -> bool:
+    """Whether the reply says it cannot choose ("hard to say", "just as good", "not sure")."""
+    return bool(_TORN.search(text))
+
+
+#: A chat template's markers ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").
+TEMPLATE = re.compile(r"\[/?inst\]|<</?sys>>|<\|[\w ]{1,20}\|>|</?(?:start_of_turn|end_of_turn|s|bos|eos)>", re.I)
+
+
+def dialogue(text: str) -> bool:
+    """Whether the reply invents a conversation (speaker tags, or a chat template's turns), as base models do."""
+    return len(_SPEAKER.findall(text)) >= 2 or len(TEMPLATE.findall(text)) >= 2
+
+
+# -- numbers and amounts in text ----------------------------------------------
+
+_UNITS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i > 1}
+_SCALES = {"hundred": 100, "thousand": 1000, "grand": 1000, "million": 1_000_000}
+_WORD = "|".join([*_UNITS, *_TENS, *_SCALES, "a", "and"])
+_WORDS_RE = re.compile(rf"\b(?:(?:{_WORD})[\s\-]+)*(?:{_WORD})\b", re.IGNORECASE)
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?|(?<![\w.])[-+]?\.\d+")
+
+
+def words_to_number(text: str) -> int | None:
+    """Read "twelve thousand five hundred" as 12500; None unless every word is a number word."""
+    total = current = 0
+    seen = False
+    for w in re.split(r"[\s\-]+", text.lower().strip()):
+        if w in ("and", ""):
+            continue
+        if w == "a":
+            current = max(current, 1)
+        elif w in _UNITS:
+            current += _UNITS[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w == "hundred":
+            current = max(current, 1) * 100
+        elif w in _SCALES:
+            total += max(current, 1) * _SCALES[w]
+            current = 0
+        else:
+            return None
+        seen = seen or w != "a"
+    return total + current if seen else None
+
+
+_MONEY = re.compile(
+    r"(?P<neg>-\s*)?(?P<cur>US\$|USD\s?|\$|\u20ac|\u00a3)?\s*"
+    r"(?<!\d)(?<!\d\.)(?P<num>\d{1,3}(?:(?:,|\u202f|\u00a0| )\d{3})+(?!\d)|\d+)(?P<frac>\.\d+)?(?!\d|\.\d)"
+    r"(?!\s*(?:%|percent|/\s*\d|out of))\s*(?P<mult>k\b|K\b|thousand\b|grand\b|m\b|M\b|mn\b|million\b)?"
+    r"(?P<unit>\s*(?:dollars?|usd|USD|bucks)\b)?"
+)
+_PERIOD = re.compile(
+    r"^\W{0,3}(?:(?:dollars?|usd|bucks)\s*)?(?:per|a|an|each|every|/)\s*(?P<p>year|yr|annum|month|mo|week|wk|day|hour|hr)\b"
+    r"|^\W{0,3}(?:(?:dollars?|usd|bucks)\s*)?(?P<q>yearly|annually|monthly|weekly|daily|hourly)\b",
+    re.IGNORECASE,
+)
+_PERIODS = {"yr": "year", "annum": "year", "yearly": "year", "annually": "year", "mo": "month", "monthly": "month",
+            "wk": "week", "weekly": "week", "daily": "day", "hourly": "hour", "hr": "hour"}
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """An amount found in text: where, how much, whether marked as money, and per what period."""
+
+    at: int
+    value: float
+    marked: bool
+    period: str | None
+
+
+def money_mentions(text: str) -> list[Money]:
+    """Every amount in ``text`` ("$12,000", "12k", "12 000", "twelve thousand dollars")."""
+    out = []
+    for m in _MONEY.finditer(text):
+        num = float(re.sub(r"[,\u202f\u00a0 ]", "", m.group("num")) + (m.group("frac") or ""))
+        mult = (m.group("mult") or "").lower()
+        num *= 1000 if mult in ("k", "thousand", "grand") else 1_000_000 if mult in ("m", "mn", "million") else 1
+        if m.group("neg"):
+            num = -num
+        out.append(Money(m.start(), num, bool(m.group("cur") or m.group("unit") or mult), _period(text, m.end())))
+    for m in _WORDS_RE.finditer(text):
+        value = words_to_number(m.group(0))
+        if value is not None and (value >= 10 or re.search(r"\bzero\b", m.group(0), re.I)):
+            tail = text[m.end() : m.end() + 9].lower().lstrip()
+            marked = tail.startswith(("dollar", "usd", "buck")) or "grand" in m.group(0).lower()
+            out.append(Money(m.start(), float(value), marked, _period(text, m.end())))
+    return sorted(out, key=lambda x: x.at)
+
+
+def _period(text: str, end: int) -> str | None:
+    m = _PERIOD.match(text[end : end + 24])
+    if m is None:
+        return None
+    word = (m.group("p") or m.group("q")).lower()
+    return _PERIODS.get(word, word)
+
+
+@lru_cache(maxsize=4096)
+def echoes(text: str, instruction: str, share: float = 0.6) -> bool:
+    """Whether ``text`` repeats the instruction it answers (most of its 4-word runs are in it).
+
+    Texts shorter than six words are never called echoes: a short answer may well
+    use the instruction's words ("Keep the confidence"). Cached: a pure function,
+    and the fields of one reply are often checked against one instruction.
+    """
+    words = words_of(text.lower())
+    if len(words) < 6 or not instruction:
+        return False
+    vocabulary, source = _source_grams(instruction)
+    need = share * (len(words) - 3)  # of the text's len(words) - 3 runs
+    # A run is in the instruction only if its first word is, so this many words bound the
+    # runs found: most answers fall short of it, without building their runs.
+    if sum(map(vocabulary.__contains__, words)) < need:
+        return False
+    return sum(map(source.__contains__, _grams(words))) >= need
+
+
+@lru_cache(maxsize=256)
+def _source_grams(instruction: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    # Cached: the calls of one turn answer the same instruction.
+    words = words_of(instruction.lower())
+    return frozenset(words), frozenset(_grams(words))
+
+
+_WORD_RUN = re.compile(r"\w+")
+# Every ASCII character that is not a word character, as a space: in ASCII text, the
+# words between spaces are then exactly the regex's \w+ runs, found several times faster.
+_NOT_WORD = str.maketrans({c: " " for c in map(chr, range(128)) if not _WORD_RUN.match(c)})
+
+
+def words_of(text: str) -> list[str]:
+    """The runs of word characters in ``text``: what ``re.findall(r"\\w+", text)`` finds."""
+    if text.isascii():
+        return text.translate(_NOT_WORD).split()
+    return _WORD_RUN.findall(text)
+
+
+def _grams(words: list[str], n: int = 4) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(max(1, len(words) - n + 1))]

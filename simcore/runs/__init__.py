@@ -1,0 +1,1 @@
+"""Runs: scenarios, trials, estimates, counterfactual comparisons and calibration."""

@@ -1,0 +1,1 @@
+"""The simulation: the kernel, agents, messages, memory, topology, protocols, traces."""
