@@ -22,10 +22,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simcore.base.records import atomic_write, utc_now  # noqa: E402
-
 from simcore.analysis import embeddings  # noqa: E402
 from simcore.analysis.minilm import MiniLM  # noqa: E402
+from simcore.base.records import atomic_write, utc_now  # noqa: E402
 
 
 def texts(n: int) -> list[str]:
