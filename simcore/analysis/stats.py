@@ -374,7 +374,11 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
     if n <= MAX_EXACT_PAIRS:
         masks = np.arange(1, 2**n, dtype=np.int64)
         flipped = ((masks[:, None] >> np.arange(n)) & 1).astype(bool)
-        sums, counts = flipped.astype(float) @ d, flipped.sum(axis=1)
+        # Summed in extended precision, so that a subset's mean is its true mean rounded once
+        # (three 0.1s average to 0.1, not 0.10000000000000002): the interval's ends are such
+        # means, and a shift by an end must leave no rounding residue that reads as an effect.
+        sums = (flipped.astype(np.longdouble) @ d.astype(np.longdouble))
+        counts = flipped.sum(axis=1)
         patterns, always, exact = 2**n, 1, True
     else:
         rng = np.random.default_rng(seed)
@@ -388,7 +392,7 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
         sums, counts = sums[counts > 0], counts[counts > 0]
-    means = sums / counts
+    means = (sums / counts).astype(float)
     # Sums of values that cancel exactly (0.1 + 0.2 - 0.3) carry a rounding residue;
     # snapped to 0 so that a tie counts as one, for the p and the interval alike.
     scale = float(np.abs(d).max()) or 1.0
