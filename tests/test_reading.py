@@ -244,6 +244,13 @@ def test_a_move_the_reply_commits_to_is_read_beside_an_echo(reply, action):
     assert r.readable and r.value.action == action and not r.echo
 
 
+def test_bad_escapes_in_a_cut_object_are_skipped_never_raised():
+    # The scan for a second answer reads the cut object's text: a bad escape there is no pair.
+    reply = '{"action": "DEFECT", "n": [{"a\\q": 1, "b": "\t\\u12", "action": "\\x'
+    r = read_reply(reply, _decision_reply(), finish_reason="length")
+    assert r.readable and r.value.action == "DEFECT"
+
+
 def _decision_reply():
     from scenarios.acausal_cooperation.prompts import DecisionReply
 

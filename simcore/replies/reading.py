@@ -529,7 +529,12 @@ def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, .
     """``by_norm`` with each fixed answer it gives joined by the same key's values anywhere in the
     object's text ``block``, nested or cut (``{"action": "COOPERATE", "previous": [{"action":
     "DEFECT"``): an object that names two answers for one field commits to neither."""
-    pairs = [(norm(json.loads(f'"{k}"')), v) for k, v in _PAIR.findall(block)]
+    pairs = []
+    for k, v in _PAIR.findall(block):
+        try:  # (a bad escape in a model's JSON is no pair, never an error)
+            pairs.append((norm(json.loads(f'"{k}"', strict=False)), json.loads(v, strict=False)))
+        except ValueError:
+            continue
     out = by_norm
     for f in fields:
         if isinstance(f.kind, (Text, TextList)):
@@ -537,7 +542,7 @@ def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, .
         top = next((a for a in f.aliases if by_norm.get(a) is not None), None)
         if top is None:
             continue
-        given = [json.loads(v) for k, v in pairs if k in f.aliases]
+        given = [v for k, v in pairs if k in f.aliases]
         if len({json.dumps(v) for v in given}) > 1:
             out = dict(out) if out is by_norm else out
             out[top] = Twice(given)
