@@ -208,3 +208,14 @@ def test_auto_shares_a_gpu_only_for_a_sweep_large_enough_to_pay_for_it(
     monkeypatch.delenv(embeddings.DEVICE_ENV, raising=False)
     assert use_service("auto", "local", None, True, trials=trials) is shared
     assert use_service("auto", "serial", None, True, trials=trials) is False  # it encodes in this process anyway
+
+
+def test_a_pool_worker_embeds_on_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # numpy's BLAS loaded in the fork server with a thread per core; the CPU encoder takes its
+    # thread count from the worker's share instead (else W workers run W x cores threads).
+    from simcore.analysis.minilm import THREADS_ENV
+    from simcore.batch.executors import _init_worker
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    _init_worker(1, environ={"SIMCORE_EMBED_CACHE": "none"})
+    assert os.environ[THREADS_ENV] == "1" and os.environ["SIMCORE_EMBED_CACHE"] == "none"

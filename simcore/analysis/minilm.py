@@ -16,11 +16,16 @@ single-threaded matrix products (see :meth:`MiniLM.embed`).
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+#: How many threads embed texts at once in this process (a sweep sets each worker's share
+#: of the cores; unset, as many as BLAS has).
+THREADS_ENV = "SIMCORE_ENCODER_THREADS"
 
 
 class MiniLM:
@@ -85,13 +90,16 @@ class MiniLM:
         """Sentence vectors (n, dim) of token-id lists, float32 and L2-normalised.
 
         BLAS runs on one thread while texts are embedded, and the texts are spread
-        over as many threads as BLAS had (``OPENBLAS_NUM_THREADS``, which a sweep's
-        workers set): a product split over several BLAS threads gives other last bits
-        than one computed whole, so this keeps vectors the same for any thread count.
+        over :data:`THREADS_ENV` threads where set (a sweep's worker gets its share of
+        the cores), else as many as BLAS had: a product split over several BLAS threads
+        gives other last bits than one computed whole, so this keeps vectors the same
+        for any thread count.
         """
         if not len(ids):
             return np.zeros((0, self.dim), dtype=np.float32)
-        threads = max((lib.num_threads for lib in self._blas.lib_controllers), default=1)
+        share = os.environ.get(THREADS_ENV, "")
+        threads = int(share) if share.isdigit() and int(share) > 0 else \
+            max((lib.num_threads for lib in self._blas.lib_controllers), default=1)
         rows = [np.asarray(row, dtype=np.int64) for row in ids]
         with self._blas.limit(limits=1):
             if threads == 1 or len(rows) == 1:
