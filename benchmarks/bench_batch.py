@@ -11,7 +11,15 @@ Measures, in one run:
    its speed-up over 1 worker, and that speed-up as a share of the independent
    processes' at the same count; with each run's pace record (``summary.json``
    ``timing.pace``): the parent's work per trial, the workers' start-up and idle share;
-3. on a machine where torch sees a GPU, the same sweeps with the default device
+3. **the same work in independent processes**: the sweep's own trials (metrics on,
+   the CPU encoder on each process's share of the cores, one empty cache shared as
+   the sweep's workers share theirs) dealt out to W processes that share nothing
+   else, warmed up and released at once: what this workload itself reaches on this
+   machine. The sweep's speed-up as a share of it is the sweep machinery's own
+   cost; the rest of the gap to (1) is the workload's (its numpy work scales worse
+   than the interpreter-bound stub trials). Its 1-process row runs on one core: the
+   sweep at W workers against it is the speed-up over one core;
+4. on a machine where torch sees a GPU, the same sweeps with the default device
    (``auto``: the GPU, one shared encoder in the sweep's process) beside
    ``--device cpu``; with ``--shared``, also the CPU encoder shared the same way.
 
@@ -46,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from simcore.analysis.embed_cache import ENV  # noqa: E402
 from simcore.analysis.embeddings import DEVICE_ENV, clear_cache, missing_gpu_packages  # noqa: E402
+from simcore.analysis.minilm import THREADS_ENV  # noqa: E402
 from simcore.base.records import atomic_write, utc_now  # noqa: E402
 from simcore.batch import VOLATILE_COLUMNS, plan_sweep, run_sweep  # noqa: E402
 from simcore.runs.runner import run_trial, write_run  # noqa: E402
@@ -53,6 +62,25 @@ from simcore.runs.runner import run_trial, write_run  # noqa: E402
 
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def physical_cores() -> int | None:
+    """Distinct physical cores among those this process may use (hyperthreads share one), where Linux says."""
+    try:
+        return len({Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text().strip()
+                    for c in os.sched_getaffinity(0)})
+    except (OSError, AttributeError):
+        return None
+
+
+def cpu_model() -> str:
+    """The processor's name and cache sizes as lscpu gives them (empty where there is no lscpu)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    keep = ("Model name", "Thread(s) per core", "Core(s) per socket", "Socket(s)", "L2 cache", "L3 cache")
+    return "; ".join(" ".join(line.split()) for line in out.splitlines() if line.startswith(keep))
 
 
 def gpu_seen() -> str | None:
@@ -74,18 +102,37 @@ def window_child(trials: int) -> None:
     sys.stdin.readline()
     start = time.time()
     calls = sum(n for _ in range(3) for _, n in _trials(trials))
-    print(json.dumps({"calls": calls, "start": start, "end": time.time()}), flush=True)
+    print(json.dumps({"count": calls, "start": start, "end": time.time()}), flush=True)
 
 
-def independent(processes: int, trials: int) -> dict[str, Any]:
-    """``processes`` processes timing stub trials (bench_call_cost's) at once, started together.
+def work_child(spec: str) -> None:
+    """One independent process running its share of the sweep's trials: ``W:I:TRIALS:LIMIT:OUT:BASE_JSON``.
 
-    Each warms up and waits; all are released at once, so the span is the time they
-    ran side by side, not their staggered start-up. Returns their calls per second in all.
+    Warms up (imports, the encoder's model and one text), says ready, waits for the
+    go, then runs trials I, I+W, ... of the first LIMIT of the sweep's plan with the bare runner.
     """
-    children = [subprocess.Popen([sys.executable, __file__, "--child-window", str(trials)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(processes)]
+    workers, index, trials, limit, out, base = spec.split(":", 5)
+    from simcore.analysis import embeddings
+
+    embeddings.get_model().embed(embeddings.get_model().token_ids(["warm up"]))
+    plan = plan_sweep("context_corrosion", int(trials), base=json.loads(base))
+    jobs = plan.jobs[:int(limit)][int(index)::int(workers)]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.time()
+    for job in jobs:
+        write_run(run_trial(plan.scenario, job.config, job.seed, plan.spec), Path(out), job.run_id)
+    print(json.dumps({"count": len(jobs), "start": start, "end": time.time()}), flush=True)
+
+
+def released_together(commands: list[list[str]], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start the processes, wait until each is warm, release them at once; their work per second in all.
+
+    The span is the time they ran side by side, not their staggered start-up.
+    """
+    children = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env)
+                for cmd in commands]
     for child in children:
         if child.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
             sys.exit(f"independent processes: a child failed: {child.stderr.read().strip()[-300:]}")  # type: ignore[union-attr]
@@ -99,7 +146,32 @@ def independent(processes: int, trials: int) -> dict[str, Any]:
             sys.exit(f"independent processes: {err.strip().splitlines()[-1] if err.strip() else child.returncode}")
         windows.append(json.loads(out.strip().splitlines()[-1]))
     span = max(w["end"] for w in windows) - min(w["start"] for w in windows)
-    return {"processes": processes, "calls_per_s": sum(w["calls"] for w in windows) / span}
+    return {"processes": len(commands), "per_s": sum(w["count"] for w in windows) / span, "span_s": span}
+
+
+def independent(processes: int, trials: int) -> dict[str, Any]:
+    """``processes`` processes timing stub trials (bench_call_cost's) at once: calls per second in all."""
+    got = released_together([[sys.executable, __file__, "--child-window", str(trials)]] * processes)
+    return {"processes": processes, "calls_per_s": got["per_s"]}
+
+
+def same_work(processes: int, threads: int, trials: int, limit: int, base: dict[str, Any],
+              work: Path) -> dict[str, Any]:
+    """The sweep's first ``limit`` trials dealt out to ``processes`` independent processes.
+
+    Each process's encoder embeds on ``threads`` threads (a sweep's worker takes
+    its share of the cores), and all share one new, empty embedding cache, as a
+    sweep's workers do. Returns their trials per second in all.
+    """
+    tag = f"same-work-{processes}x{threads}"
+    env = {**os.environ, ENV: str(work / f"cache-{tag}"), DEVICE_ENV: "cpu", THREADS_ENV: str(threads),
+           **{var: str(threads) for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+    commands = [[sys.executable, __file__, "--child-work",
+                 ":".join(map(str, (processes, i, trials, limit, work / tag, json.dumps(base))))]
+                for i in range(processes)]
+    got = released_together(commands, env=env)
+    return {"processes": processes, "encoder_threads_each": threads, "trials": limit,
+            "trials_per_s": got["per_s"], "span_s": got["span_s"]}
 
 
 def main() -> None:
@@ -109,7 +181,10 @@ def main() -> None:
                     "those above this machine's cores are not run)")
     ap.add_argument("--independent-trials", type=int, default=200,
                     help="stub trials per timing pass of each independent process (default 200)")
+    ap.add_argument("--one-core-trials", type=int,
+                    help="trials of the one-core baseline (default all; the first N of the plan)")
     ap.add_argument("--child-window", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child-work", help=argparse.SUPPRESS)
     ap.add_argument("--shared", action="store_true", help="also the CPU encoder shared by the workers")
     ap.add_argument("--overhead", action="store_true",
                     help="also a bare run_trial/write_run loop against --executor serial (the runner's own cost)")
@@ -118,6 +193,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.child_window:
         window_child(args.child_window)
+        return
+    if args.child_work:
+        work_child(args.child_work)
         return
     base = {"plots": False, **dict(item.split("=", 1) for item in args.set)}
     asked = sorted({int(w) for w in args.workers.split(",")})
@@ -180,6 +258,14 @@ def main() -> None:
             together = single if w == 1 else independent(w, args.independent_trials)
             machine[w] = {**together, "speedup": together["calls_per_s"] / single["calls_per_s"]}
             note(f"independent x{w}")
+        one_core = same_work(1, 1, args.trials, min(n, args.one_core_trials or n), base, work)
+        note("same work, one core")
+        ceiling = {}
+        for w in counts:
+            ceiling[w] = same_work(w, max(1, n_cores // w), args.trials, n, base, work)
+            note(f"same work x{w}")
+            print(f"same work in {w} independent processes: {ceiling[w]['trials_per_s']:.2f} trials/s",
+                  file=sys.stderr)
         for w in counts:
             sweep(f"cpu_{w}", w, "cpu")
             if args.shared and w > 1:
@@ -225,20 +311,28 @@ def main() -> None:
                 "workers_that_imported_torch": pace.get("workers_that_imported_torch"),
                 "encoder": pace.get("encoder"),
             }
+        same = ceiling[w]["trials_per_s"]
+        row["same_work"] = {"trials_per_s": round(same, 3), "encoder_threads_each": ceiling[w]["encoder_threads_each"],
+                            "speedup": round(same / ceiling[counts[0]]["trials_per_s"], 3),
+                            "vs_one_core": round(same / one_core["trials_per_s"], 3)}
         if one is not None and "cpu" in row:
             row["sweep_share_of_independent_speedup"] = round(row["cpu"]["speedup_vs_cpu_1"]
                                                               / row["independent_speedup"], 3)
+            row["sweep_share_of_same_work"] = round(row["cpu"]["trials_per_s"] / same, 3)
+            row["cpu"]["vs_one_core"] = round(row["cpu"]["trials_per_s"] / one_core["trials_per_s"], 3)
         rows.append(row)
     report = {
         "benchmark": "bench_batch",
         "created_utc": utc_now(),
-        "machine": {"python": platform.python_version(), "cores": n_cores, "gpu": no_gpu or "CUDA"},
+        "machine": {"python": platform.python_version(), "cores": n_cores, "physical_cores": physical_cores(),
+                    "cpu": cpu_model(), "gpu": no_gpu or "CUDA"},
         "load": load,
         "scenario": "context_corrosion",
         "trials": n,
         "config": plan.base.to_dict(),
         "metrics": metrics,
         "embedding_metrics_module_present": importlib.util.find_spec("scenarios.context_corrosion.metrics") is not None,
+        "same_work_one_core": one_core,
         "independent_processes": {"trials_per_pass": args.independent_trials,
                                   "calls_per_s": {w: m["calls_per_s"] for w, m in machine.items()}},
         "rows": rows,
@@ -251,16 +345,21 @@ def main() -> None:
     if args.overhead:
         report["runner_overhead_ms_per_trial"] = 1000 * (runs["serial"]["wall_s"] - runs["bare"]["wall_s"]) / n
     atomic_write(args.out, json.dumps(report, indent=2) + "\n")
+    print("indep. x: independent stub processes' speed-up; same x: the sweep's own trials in independent "
+          "processes; share: sweep x / indep. x; of same: the sweep's throughput / the same work's; "
+          f"1 core x: the sweep against its trials on one core ({one_core['trials_per_s']:.2f} trials/s)")
     print(f"{n} trials, {n_cores} cores, load before/after: {load[0]['load_avg_1_5_15']} / {load[-1]['load_avg_1_5_15']}")
-    print(f"{'workers':>7} {'indep. x':>8} {'sweep s':>8} {'sweep x':>8} {'share':>6} {'parent ms/trial':>15} "
-          f"{'idle':>6} {'start s':>7}")
+    print(f"{'workers':>7} {'indep. x':>8} {'same x':>7} {'sweep s':>8} {'sweep x':>8} {'share':>6} "
+          f"{'of same':>7} {'1 core x':>8} {'parent ms/trial':>15} {'idle':>6} {'start s':>7}")
+    nan = float("nan")
     for row in rows:
         cpu = row.get("cpu", {})
-        print(f"{row['workers']:>7} {row['independent_speedup']:>8.2f} {cpu.get('wall_s', float('nan')):>8.1f} "
-              f"{cpu.get('speedup_vs_cpu_1') or float('nan'):>8.2f} "
-              f"{row.get('sweep_share_of_independent_speedup', float('nan')):>6.2f} "
-              f"{cpu.get('parent_ms_per_trial') or float('nan'):>15.2f} {cpu.get('worker_idle_share') or 0:>6.1%} "
-              f"{cpu.get('worker_startup_s_mean') or float('nan'):>7.2f}")
+        print(f"{row['workers']:>7} {row['independent_speedup']:>8.2f} {row['same_work']['speedup']:>7.2f} "
+              f"{cpu.get('wall_s', nan):>8.1f} {cpu.get('speedup_vs_cpu_1') or nan:>8.2f} "
+              f"{row.get('sweep_share_of_independent_speedup', nan):>6.2f} {row.get('sweep_share_of_same_work', nan):>7.2f} "
+              f"{cpu.get('vs_one_core') or nan:>8.2f} "
+              f"{cpu.get('parent_ms_per_trial') or nan:>15.2f} {cpu.get('worker_idle_share') or 0:>6.1%} "
+              f"{cpu.get('worker_startup_s_mean') or nan:>7.2f}")
         for kind in ("cpu_shared", "auto"):
             if kind in row:
                 r = row[kind]
