@@ -320,6 +320,10 @@ def main() -> None:
                                                               / row["independent_speedup"], 3)
             row["sweep_share_of_same_work"] = round(row["cpu"]["trials_per_s"] / same, 3)
             row["cpu"]["vs_one_core"] = round(row["cpu"]["trials_per_s"] / one_core["trials_per_s"], 3)
+            # Both speed-ups over one core: the independent processes' baseline is one
+            # single-threaded process, while one sweep worker embeds on every core.
+            row["sweep_share_of_independent_speedup_over_one_core"] = round(
+                row["cpu"]["vs_one_core"] / row["independent_speedup"], 3)
         rows.append(row)
     report = {
         "benchmark": "bench_batch",
@@ -347,10 +351,11 @@ def main() -> None:
     atomic_write(args.out, json.dumps(report, indent=2) + "\n")
     print("indep. x: independent stub processes' speed-up; same x: the sweep's own trials in independent "
           "processes; share: sweep x / indep. x; of same: the sweep's throughput / the same work's; "
-          f"1 core x: the sweep against its trials on one core ({one_core['trials_per_s']:.2f} trials/s)")
+          f"1 core x: the sweep against its trials on one core ({one_core['trials_per_s']:.2f} trials/s); "
+          "share 1c: 1 core x / indep. x")
     print(f"{n} trials, {n_cores} cores, load before/after: {load[0]['load_avg_1_5_15']} / {load[-1]['load_avg_1_5_15']}")
     print(f"{'workers':>7} {'indep. x':>8} {'same x':>7} {'sweep s':>8} {'sweep x':>8} {'share':>6} "
-          f"{'of same':>7} {'1 core x':>8} {'parent ms/trial':>15} {'idle':>6} {'start s':>7}")
+          f"{'of same':>7} {'1 core x':>8} {'share 1c':>8} {'parent ms/trial':>15} {'idle':>6} {'start s':>7}")
     nan = float("nan")
     for row in rows:
         cpu = row.get("cpu", {})
@@ -358,6 +363,7 @@ def main() -> None:
               f"{cpu.get('wall_s', nan):>8.1f} {cpu.get('speedup_vs_cpu_1') or nan:>8.2f} "
               f"{row.get('sweep_share_of_independent_speedup', nan):>6.2f} {row.get('sweep_share_of_same_work', nan):>7.2f} "
               f"{cpu.get('vs_one_core') or nan:>8.2f} "
+              f"{row.get('sweep_share_of_independent_speedup_over_one_core', nan):>8.2f} "
               f"{cpu.get('parent_ms_per_trial') or nan:>15.2f} {cpu.get('worker_idle_share') or 0:>6.1%} "
               f"{cpu.get('worker_startup_s_mean') or nan:>7.2f}")
         for kind in ("cpu_shared", "auto"):
