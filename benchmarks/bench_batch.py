@@ -308,6 +308,8 @@ def main() -> None:
                 "parent_cpu_ms_per_trial": pace.get("parent_cpu_ms_per_trial"),
                 "worker_idle_share": pace.get("worker_idle_share"),
                 "worker_startup_s_mean": pace.get("worker_startup_s_mean"),
+                "worker_encode_share": pace.get("worker_encode_share"),
+                "worker_write_share": pace.get("worker_write_share"),
                 "workers_that_imported_torch": pace.get("workers_that_imported_torch"),
                 "encoder": pace.get("encoder"),
             }
@@ -352,10 +354,11 @@ def main() -> None:
     print("indep. x: independent stub processes' speed-up; same x: the sweep's own trials in independent "
           "processes; share: sweep x / indep. x; of same: the sweep's throughput / the same work's; "
           f"1 core x: the sweep against its trials on one core ({one_core['trials_per_s']:.2f} trials/s); "
-          "share 1c: 1 core x / indep. x")
+          "share 1c: 1 core x / indep. x; encode, write: shares of the workers' busy time")
     print(f"{n} trials, {n_cores} cores, load before/after: {load[0]['load_avg_1_5_15']} / {load[-1]['load_avg_1_5_15']}")
     print(f"{'workers':>7} {'indep. x':>8} {'same x':>7} {'sweep s':>8} {'sweep x':>8} {'share':>6} "
-          f"{'of same':>7} {'1 core x':>8} {'share 1c':>8} {'parent ms/trial':>15} {'idle':>6} {'start s':>7}")
+          f"{'of same':>7} {'1 core x':>8} {'share 1c':>8} {'parent ms/trial':>15} {'idle':>6} {'start s':>7} "
+          f"{'encode':>6} {'write':>6}")
     nan = float("nan")
     for row in rows:
         cpu = row.get("cpu", {})
@@ -365,7 +368,8 @@ def main() -> None:
               f"{cpu.get('vs_one_core') or nan:>8.2f} "
               f"{row.get('sweep_share_of_independent_speedup_over_one_core', nan):>8.2f} "
               f"{cpu.get('parent_ms_per_trial') or nan:>15.2f} {cpu.get('worker_idle_share') or 0:>6.1%} "
-              f"{cpu.get('worker_startup_s_mean') or nan:>7.2f}")
+              f"{cpu.get('worker_startup_s_mean') or nan:>7.2f} {cpu.get('worker_encode_share') or 0:>6.1%} "
+              f"{cpu.get('worker_write_share') or 0:>6.1%}")
         for kind in ("cpu_shared", "auto"):
             if kind in row:
                 r = row[kind]

@@ -86,6 +86,7 @@ def test_the_shared_encoder_serves_every_worker_and_no_worker_loads_a_model(tmp_
     pace = df.attrs["summary"]["timing"]["pace"]
     assert pace["encoder"] == "shared"
     assert pace["workers_that_loaded_a_model"] == 0 and pace["workers_that_imported_torch"] == 0
+    assert pace["worker_encode_share"] == 0  # the service computed every vector
     served = pace["encoder_service"]
     assert served["workers"] == pace["worker_processes"] >= 1
     assert served["requests"] >= 1 and served["texts"] >= 1
@@ -104,6 +105,8 @@ def test_each_worker_encodes_for_itself_by_default_on_the_cpu(tmp_path: Path, mo
     pace = df.attrs["summary"]["timing"]["pace"]
     assert pace["encoder"] == "in each process" and "encoder_service" not in pace
     assert pace["workers_that_loaded_a_model"] == pace["worker_processes"] >= 1
+    # A cold cache: the workers' own encoders computed vectors, and every trial wrote its run.
+    assert 0 < pace["worker_encode_share"] < 1 and 0 < pace["worker_write_share"] < 1
 
 
 def test_pool_workers_take_the_environment_of_each_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,15 +182,19 @@ def test_outcomes_that_finish_together_cost_one_fsync(tmp_path: Path, monkeypatc
     assert [json.loads(line)["attempt"] for line in lines] == [1, 1, 1, 2]
 
 
-def test_pace_splits_worker_time_into_startup_trials_gaps_and_tail() -> None:
+def test_pace_splits_worker_time_into_startup_trials_gaps_and_tail_and_trials_into_encoding_and_writing() -> None:
     pace = Pace()
     pace.slots, pace.started, pace.ended = 3, 100.0, 110.0
     pace.trials, pace.parent_s = 4, 0.02
     pace.samples = [  # two processes ran trials; the third slot never did
-        {"pid": 1, "start": 101.0, "end": 104.0, "model_loaded": True, "torch_imported": False},
-        {"pid": 1, "start": 105.0, "end": 109.0, "model_loaded": True, "torch_imported": False},
-        {"pid": 2, "start": 102.0, "end": 106.0, "model_loaded": False, "torch_imported": False},
-        {"pid": 2, "start": 106.0, "end": 108.0, "model_loaded": False, "torch_imported": False},
+        {"pid": 1, "start": 101.0, "end": 104.0, "encode_s": 2.0, "write_s": 0.1, "model_loaded": True,
+         "torch_imported": False},
+        {"pid": 1, "start": 105.0, "end": 109.0, "encode_s": 3.0, "write_s": 0.2, "model_loaded": True,
+         "torch_imported": False},
+        {"pid": 2, "start": 102.0, "end": 106.0, "encode_s": 0.5, "write_s": 0.3, "model_loaded": False,
+         "torch_imported": False},
+        {"pid": 2, "start": 106.0, "end": 108.0, "encode_s": 1.0, "write_s": 0.7, "model_loaded": False,
+         "torch_imported": False},
     ]
     report = pace.report()
     assert report["parent_ms_per_trial"] == pytest.approx(5.0)
@@ -197,6 +204,8 @@ def test_pace_splits_worker_time_into_startup_trials_gaps_and_tail() -> None:
     assert report["worker_tail_s_mean"] == pytest.approx(1.5)
     assert report["worker_gaps_s"] == pytest.approx(1.0)  # pid 1's second between its trials
     assert report["workers_that_loaded_a_model"] == 1 and report["worker_processes"] == 2
+    assert report["worker_encode_share"] == pytest.approx(6.5 / 13.0)
+    assert report["worker_write_share"] == pytest.approx(1.3 / 13.0)
 
 
 @pytest.mark.parametrize("trials, shared", [(1, False), (embeddings.GPU_MIN_TRIALS - 1, False),

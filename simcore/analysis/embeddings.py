@@ -53,6 +53,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Hashable, Iterable, Iterator, Sequence
@@ -77,7 +78,7 @@ _lock = threading.Lock()
 _cache: dict[str, np.ndarray] = {}
 _disk: DiskCache | None = None
 _disk_dir: Path | None = None
-_counts = {"requests": 0, "forward_calls": 0, "encoded": 0, "disk_hits": 0}
+_counts = {"requests": 0, "forward_calls": 0, "encoded": 0, "disk_hits": 0, "forward_ns": 0}
 # A sweep's shared encoder (simcore.analysis.encoder_service), when this process is one of its workers.
 _remote: Any = None
 # Set by simcore.runs.runner around a trial's analysis: the encoder settings it used land here.
@@ -299,9 +300,13 @@ def _forward(texts: list[str]) -> np.ndarray:
     model = get_model()
     _counts["forward_calls"] += 1
     _counts["encoded"] += len(texts)
-    if isinstance(model, MiniLM):
-        return model.embed(model.token_ids(texts))
-    return _forward_torch(model, texts)
+    start = time.perf_counter_ns()
+    try:
+        if isinstance(model, MiniLM):
+            return model.embed(model.token_ids(texts))
+        return _forward_torch(model, texts)
+    finally:
+        _counts["forward_ns"] += time.perf_counter_ns() - start
 
 
 def _forward_torch(model: Any, texts: list[str]) -> np.ndarray:
@@ -470,7 +475,7 @@ def record_use() -> dict[str, Any]:
 
 
 def counts() -> dict[str, int]:
-    """Encoder counters of this process: requests, forward calls, texts encoded, disk hits."""
+    """Encoder counters of this process: requests, forward calls, texts encoded, disk hits, time in forward calls."""
     return dict(_counts)
 
 

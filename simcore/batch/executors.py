@@ -172,7 +172,8 @@ class Pace:
     recording outcomes in the ledger, the progress bar, the budget), apart from the
     first submission, which starts the pool; a worker's
     time is split into start-up (pool start to its first trial), trials, gaps
-    between them, and the tail (its last trial's end to the end of the pool).
+    between them, and the tail (its last trial's end to the end of the pool); its
+    trials' time into encoding, writing run directories and the rest.
     """
 
     def __init__(self) -> None:
@@ -218,6 +219,10 @@ class Pace:
             "worker_startup_s_mean": sum(startup) / len(startup),
             "worker_tail_s_mean": sum(tail) / len(tail),
             "worker_gaps_s": max(0.0, idle - never - sum(startup) - sum(tail)),
+            # Where the workers' busy time went: a share that grows with the worker count
+            # names what contends (the encoders' arithmetic, or the disk).
+            "worker_encode_share": sum(s.get("encode_s", 0.0) for s in self.samples) / busy if busy > 0 else None,
+            "worker_write_share": sum(s.get("write_s", 0.0) for s in self.samples) / busy if busy > 0 else None,
             "workers_that_loaded_a_model": sum(any(s["model_loaded"] for s in ss) for ss in by_pid.values()),
             "workers_that_imported_torch": sum(any(s["torch_imported"] for s in ss) for ss in by_pid.values()),
         })

@@ -226,15 +226,21 @@ def execute_in_pool(ctx: WorkerContext, job: TrialJob) -> tuple[dict[str, Any], 
 
     Returns the outcome and a sample: the process id, when the trial started and
     ended on this machine's monotonic clock (the same in every process, so the
-    sweep can add up how long its workers sat idle), and whether this process
-    has loaded an encoder model or imported torch.
+    sweep can add up how long its workers sat idle), how long this process's
+    encoder computed vectors meanwhile and how long writing the run directory
+    took, and whether this process has loaded an encoder model or imported torch.
     """
     start = time.monotonic()
     if ctx.encoder is not None:
         encoder_service.attach(*ctx.encoder)
+    embeddings = sys.modules.get("simcore.analysis.embeddings")
+    encoded_ns = embeddings.counts()["forward_ns"] if embeddings is not None else 0
     out = execute(ctx, job)
     embeddings = sys.modules.get("simcore.analysis.embeddings")
+    wall, total = out.get("wall_s"), out.get("total_s")
     return out, {"pid": os.getpid(), "start": start, "end": time.monotonic(),
+                 "encode_s": (embeddings.counts()["forward_ns"] - encoded_ns) / 1e9 if embeddings is not None else 0.0,
+                 "write_s": total - wall if isinstance(wall, float) and isinstance(total, float) else 0.0,
                  "model_loaded": bool(embeddings is not None and embeddings.model_loaded()),
                  "torch_imported": "torch" in sys.modules}
 
