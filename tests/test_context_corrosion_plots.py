@@ -55,3 +55,25 @@ def test_plots_survive_missing_replies(tmp_path):
     res["directional_convergence"]["dominant_self_drift"] = None
     plots = write_run_plots(tmp_path / "plots", res, "run_b")
     assert all((tmp_path / rel).is_file() for rel in plots.values())
+
+
+def test_a_run_written_with_plots_off_never_imports_matplotlib(tmp_path):
+    """matplotlib's import took 0.85 s of every sweep worker's first trial, with plots off."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from simcore.runs.runner import run_trial, write_run\n"
+        "from simcore.runs.scenario import load_scenario\n"
+        "s = load_scenario('context_corrosion')\n"
+        "cfg = s.config_type.from_mapping({'rounds': 1, 'n_peers': 2, 'plots': False})\n"
+        f"run = write_run(run_trial(s, cfg, 3), {str(tmp_path)!r}, 'r')\n"
+        "assert (run / 'embeddings.npz').is_file() and not (run / 'plots').exists()\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "SIMCORE_EMBED_CACHE": "none"})
+    assert out.stdout.strip() == "False", out.stderr

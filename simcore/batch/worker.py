@@ -123,6 +123,10 @@ class WorkerContext:
     encoder: tuple[str, bytes] | None = None
 
 
+#: Seconds this process has spent writing run directories (for the pace record).
+_spent = {"write_s": 0.0}
+
+
 def run_dir_of(ctx: WorkerContext, run_id: str) -> Path:
     """Where a trial's run directory lives."""
     return Path(ctx.sweep_dir) / ctx.scenario.name / run_id
@@ -235,12 +239,12 @@ def execute_in_pool(ctx: WorkerContext, job: TrialJob) -> tuple[dict[str, Any], 
         encoder_service.attach(*ctx.encoder)
     embeddings = sys.modules.get("simcore.analysis.embeddings")
     encoded_ns = embeddings.counts()["forward_ns"] if embeddings is not None else 0
+    written_s = _spent["write_s"]
     out = execute(ctx, job)
     embeddings = sys.modules.get("simcore.analysis.embeddings")
-    wall, total = out.get("wall_s"), out.get("total_s")
     return out, {"pid": os.getpid(), "start": start, "end": time.monotonic(),
                  "encode_s": (embeddings.counts()["forward_ns"] - encoded_ns) / 1e9 if embeddings is not None else 0.0,
-                 "write_s": total - wall if isinstance(wall, float) and isinstance(total, float) else 0.0,
+                 "write_s": _spent["write_s"] - written_s,
                  "model_loaded": bool(embeddings is not None and embeddings.model_loaded()),
                  "torch_imported": "torch" in sys.modules}
 
@@ -288,6 +292,7 @@ def _clean_partial(ctx: WorkerContext, job: TrialJob) -> None:
 def record(ctx: WorkerContext, job: TrialJob, trial: TrialResult, start: float) -> dict[str, Any]:
     """Write the trial's run directory and return its outcome."""
     final = run_dir_of(ctx, job.run_id)
+    begun = time.perf_counter()
     try:
         write_run(trial, ctx.sweep_dir, job.run_id)
     except OSError:
@@ -298,6 +303,8 @@ def record(ctx: WorkerContext, job: TrialJob, trial: TrialResult, start: float) 
         raise  # disk full, permissions...: stop the sweep; resume redoes the trial
     except Exception as exc:  # noqa: BLE001 - e.g. unserialisable results: a failed trial
         return failed_outcome(ctx, job, exc, start)
+    finally:
+        _spent["write_s"] += time.perf_counter() - begun
     results = json.loads(canonical_json(trial.results))  # exactly what results.json holds
     stats = getattr(trial.world.backend, "stats", None) if trial.world is not None else None
     return outcome(job, results, wall_s=trial.wall_s, total_s=time.perf_counter() - start,
