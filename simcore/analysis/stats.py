@@ -383,12 +383,15 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
     else:
         rng = np.random.default_rng(seed)
         rows = max(1, 2**22 // n)
-        sums_parts, count_parts = [], []
+        weights = np.column_stack([d, np.ones(n)])  # a pattern's sum and its count in one product
+        parts = []
         for start in range(0, RANDOM_PATTERNS, rows):
-            flipped = rng.random((min(rows, RANDOM_PATTERNS - start), n)) < 0.5
-            sums_parts.append(flipped.astype(float) @ d)
-            count_parts.append(flipped.sum(axis=1))
-        sums, counts = np.concatenate(sums_parts), np.concatenate(count_parts)
+            # NOTE: random bytes unpacked into signs instead of rng.random() < 0.5, for
+            # performance: 300 pairs took 0.34 s a metric, a sweep's summary 4 s of 600 trials.
+            packed = rng.integers(0, 256, size=(min(rows, RANDOM_PATTERNS - start), (n + 7) // 8), dtype=np.uint8)
+            parts.append(np.unpackbits(packed, axis=1, count=n).astype(float) @ weights)
+        both = np.concatenate(parts)
+        sums, counts = both[:, 0], both[:, 1].round().astype(np.int64)
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
         sums, counts = sums[counts > 0], counts[counts > 0]
