@@ -7,7 +7,9 @@ Measures, in one run:
    released at once for each worker count W: the speed-up W processes that share
    nothing reach on this machine, the ceiling for a sweep;
 2. **the sweep** (``--executor local``, metrics on, the CPU encoder, empty
-   embedding caches: a new ``SIMCORE_EMBED_CACHE`` per run) at each worker count,
+   embedding caches: a new ``SIMCORE_EMBED_CACHE`` per run), each in a fresh
+   process as a user's command runs (timed from ``run_sweep``'s start, so every row
+   pays its own fork server, model loads and summary), at each worker count,
    its speed-up over 1 worker, and that speed-up as a share of the independent
    processes' at the same count; with each run's pace record (``summary.json``
    ``timing.pace``): the parent's work per trial, the workers' start-up and idle share;
@@ -48,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -125,6 +129,21 @@ def work_child(spec: str) -> None:
     print(json.dumps({"count": len(jobs), "start": start, "end": time.time()}), flush=True)
 
 
+def sweep_child(spec_json: str) -> None:
+    """One sweep in this fresh process; prints its wall time (from run_sweep's start) and timing record.
+
+    The results table, less its volatile columns, goes to ``<out>/bench-table.pkl``.
+    """
+    spec = json.loads(spec_json)
+    plan = plan_sweep("context_corrosion", spec["trials"], base=spec["base"])
+    w0 = time.perf_counter()
+    df = run_sweep("context_corrosion", spec["trials"], plan=plan, executor=spec["executor"],
+                   workers=spec["workers"], out=spec["out"], progress=True, plot=False, encoder=spec["encoder"])
+    wall = time.perf_counter() - w0
+    df.drop(columns=list(VOLATILE_COLUMNS)).to_pickle(Path(spec["out"]) / "bench-table.pkl")
+    print(json.dumps({"wall_s": wall, "timing": df.attrs["summary"]["timing"]}, default=str), flush=True)
+
+
 def released_together(commands: list[list[str]], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start the processes, wait until each is warm, release them at once; their work per second in all.
 
@@ -185,6 +204,7 @@ def main() -> None:
                     help="trials of the one-core baseline (default all; the first N of the plan)")
     ap.add_argument("--child-window", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-work", help=argparse.SUPPRESS)
+    ap.add_argument("--child-sweep", help=argparse.SUPPRESS)
     ap.add_argument("--shared", action="store_true", help="also the CPU encoder shared by the workers")
     ap.add_argument("--overhead", action="store_true",
                     help="also a bare run_trial/write_run loop against --executor serial (the runner's own cost)")
@@ -196,6 +216,9 @@ def main() -> None:
         return
     if args.child_work:
         work_child(args.child_work)
+        return
+    if args.child_sweep:
+        sweep_child(args.child_sweep)
         return
     base = {"plots": False, **dict(item.split("=", 1) for item in args.set)}
     asked = sorted({int(w) for w in args.workers.split(",")})
@@ -223,20 +246,28 @@ def main() -> None:
         os.environ[DEVICE_ENV] = device
 
     def sweep(name: str, workers: int, device: str, encoder: str = "auto", executor: str = "local") -> None:
+        # Each sweep in a process of its own, as a user's command runs: every row pays the
+        # fork server's start, its workers' model loads and (on a GPU) torch's, as users do.
         cold(name, device)
         note(f"before {name}")
-        w0 = time.perf_counter()
-        df = run_sweep("context_corrosion", args.trials, plan=plan, executor=executor, workers=workers,
-                       out=work / name, progress=True, plot=False, encoder=encoder)
-        wall = time.perf_counter() - w0
+        spec = {"trials": args.trials, "base": base, "executor": executor, "workers": workers, "encoder": encoder,
+                "out": str(work / name)}
+        child = subprocess.run([sys.executable, __file__, "--child-sweep", json.dumps(spec)],
+                               stdout=subprocess.PIPE, text=True)
+        if child.returncode != 0:
+            sys.exit(f"{name}: the sweep's process exited with {child.returncode}")
+        got = json.loads(child.stdout.strip().splitlines()[-1])
+        df = pd.read_pickle(work / name / "bench-table.pkl")
+        wall = got["wall_s"]
         failed = df[df["status"] != "ok"]
         for _, row in failed.iterrows():  # said, and the run kept out of the table comparison
             print(f"{name}: trial {row['run_id']} {row['status']}: {row['error']}", file=sys.stderr)
         if failed.empty:
-            tables[name] = df.drop(columns=list(VOLATILE_COLUMNS))
-        timing = df.attrs["summary"]["timing"]
+            tables[name] = df
+        timing = got["timing"]
         runs[name] = {"workers": workers, "device": device, "encoder": encoder, "executor": executor,
-                      "failed": {str(r["run_id"]): str(r["error"]) for _, r in failed.iterrows()}, "wall_s": wall, "trials_per_s": n / wall, "executor_phase_s": timing["elapsed_s"],
+                      "failed": {str(r["run_id"]): str(r["error"]) for _, r in failed.iterrows()},
+                      "wall_s": wall, "trials_per_s": n / wall, "executor_phase_s": timing["elapsed_s"],
                       "pace": timing["pace"]}
         note(name)
         print(f"{name}: {n / wall:.2f} trials/s (wall {wall:.1f} s), load {os.getloadavg()[0]:.2f}", file=sys.stderr)
