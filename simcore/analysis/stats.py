@@ -381,17 +381,22 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
         counts = flipped.sum(axis=1)
         patterns, always, exact = 2**n, 1, True
     else:
-        rng = np.random.default_rng(seed)
-        rows = max(1, 2**22 // n)
-        weights = np.column_stack([d, np.ones(n)])  # a pattern's sum and its count in one product
-        parts = []
-        for start in range(0, RANDOM_PATTERNS, rows):
-            # NOTE: random bytes unpacked into signs instead of rng.random() < 0.5, for
-            # performance: 300 pairs took 0.34 s a metric, a sweep's summary 4 s of 600 trials.
-            packed = rng.integers(0, 256, size=(min(rows, RANDOM_PATTERNS - start), (n + 7) // 8), dtype=np.uint8)
-            parts.append(np.unpackbits(packed, axis=1, count=n).astype(float) @ weights)
-        both = np.concatenate(parts)
-        sums, counts = both[:, 0], both[:, 1].round().astype(np.int64)
+        # NOTE: each pattern is drawn as packed bytes (a bit per pair) and summed by
+        # table lookup, a byte of 8 pairs at a time, instead of rng.random() < 0.5 and a
+        # product, for performance: 300 pairs took 0.34 s a metric, now 0.02 s (a sweep's
+        # summary is the last thing its user waits for).
+        n_bytes = (n + 7) // 8
+        bits = (np.arange(256)[:, None] >> np.arange(7, -1, -1)) & 1  # byte -> its 8 bits, first pair high
+        padded = np.concatenate([d, np.zeros(8 * n_bytes - n)])
+        byte_sums = bits @ padded.reshape(n_bytes, 8).T  # [byte value, byte position]: sum of its pairs
+        byte_counts = bits.sum(axis=1)
+        packed = np.random.default_rng(seed).integers(0, 256, size=(RANDOM_PATTERNS, n_bytes), dtype=np.uint8)
+        packed[:, -1] &= np.uint8((0xFF << (8 * n_bytes - n)) & 0xFF)  # the padding's bits are no pairs
+        sums = np.zeros(RANDOM_PATTERNS)
+        counts = np.zeros(RANDOM_PATTERNS, dtype=np.int64)
+        for j in range(n_bytes):
+            sums += byte_sums[packed[:, j], j]
+            counts += byte_counts[packed[:, j]]
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
         sums, counts = sums[counts > 0], counts[counts > 0]
