@@ -383,7 +383,7 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
     else:
         # NOTE: each pattern is drawn as packed bytes (a bit per pair) and summed by
         # table lookup, a byte of 8 pairs at a time, instead of rng.random() < 0.5 and a
-        # product, for performance: 300 pairs took 0.34 s a metric, now 0.02 s (a sweep's
+        # product, for performance: 300 pairs took 0.22 s a metric, now 0.03 s (a sweep's
         # summary is the last thing its user waits for).
         n_bytes = (n + 7) // 8
         bits = (np.arange(256)[:, None] >> np.arange(7, -1, -1)) & 1  # byte -> its 8 bits, first pair high
