@@ -172,7 +172,7 @@ def _to_wal(conn: sqlite3.Connection) -> None:
                     or time.monotonic() > deadline:
                 return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                 raise
         time.sleep(pause)
         pause = min(2 * pause, 0.25)
