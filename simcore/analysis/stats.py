@@ -125,6 +125,9 @@ def describe(values: Sequence[Any], level: float = LEVEL,
     n = len(x)
     if n == 0:
         return Summary(0, None, None, None, None, None, None, kind.name, None)
+    if not np.isfinite(x).all():
+        # No mean, spread or interval of them (their sums are inf or NaN).
+        return Summary(n, None, None, _f(x.min()), _f(x.max()), None, None, kind.name, "none: infinite values")
     mean, lo_x, hi_x, std = _mean(x), float(x.min()), float(x.max()), _std(x)
     outside = (kind.low is not None and lo_x < kind.low) or (kind.high is not None and hi_x > kind.high)
     if outside:
@@ -378,25 +381,28 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
         # (three 0.1s average to 0.1, not 0.10000000000000002): the interval's ends are such
         # means, and a shift by an end must leave no rounding residue that reads as an effect.
         sums = (flipped.astype(np.longdouble) @ d.astype(np.longdouble))
+        sizes = flipped.astype(float) @ np.abs(d)
         counts = flipped.sum(axis=1)
         patterns, always, exact = 2**n, 1, True
     else:
         rng = np.random.default_rng(seed)
         rows = max(1, 2**22 // n)
-        sums_parts, count_parts = [], []
+        sums_parts, size_parts, count_parts = [], [], []
         for start in range(0, RANDOM_PATTERNS, rows):
             flipped = rng.random((min(rows, RANDOM_PATTERNS - start), n)) < 0.5
             sums_parts.append(flipped.astype(float) @ d)
+            size_parts.append(flipped.astype(float) @ np.abs(d))
             count_parts.append(flipped.sum(axis=1))
-        sums, counts = np.concatenate(sums_parts), np.concatenate(count_parts)
+        sums, sizes, counts = (np.concatenate(p) for p in (sums_parts, size_parts, count_parts))
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
-        sums, counts = sums[counts > 0], counts[counts > 0]
+        sums, sizes, counts = sums[counts > 0], sizes[counts > 0], counts[counts > 0]
     means = (sums / counts).astype(float)
     # Sums of values that cancel exactly (0.1 + 0.2 - 0.3) carry a rounding residue;
-    # snapped to 0 so that a tie counts as one, for the p and the interval alike.
-    scale = float(np.abs(d).max()) or 1.0
-    means[np.abs(means) <= 1e-12 * scale] = 0.0
+    # snapped to 0 so that a tie counts as one, for the p and the interval alike. The
+    # residue is relative to the values summed, not to the largest difference: against
+    # that, a set of small differences next to a huge one (1e-7 beside 1e6) read as 0.
+    means[np.abs(sums) <= 1e-12 * sizes] = 0.0
     means.sort()
     upper = (always + int(np.count_nonzero(means <= 0.0))) / patterns
     lower = (always + int(np.count_nonzero(means >= 0.0))) / patterns
@@ -467,8 +473,16 @@ def bootstrap_diff_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL, 
 # -- families -------------------------------------------------------------------------
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-Bonferroni adjusted p-values (None stays None), in input order."""
-    idx = [i for i, p in enumerate(p_values) if p is not None]
+    """Holm-Bonferroni adjusted p-values (None and NaN become None and leave the family), in input order.
+
+    Raises:
+        ValueError: for a p-value outside [0, 1].
+    """
+    # A NaN sorts anywhere and turned every adjusted p of its family into 1.
+    idx = [i for i, p in enumerate(p_values) if not _missing(p)]
+    bad = [p_values[i] for i in idx if not 0.0 <= float(p_values[i]) <= 1.0]  # type: ignore[arg-type]
+    if bad:
+        raise ValueError(f"holm: p-values must lie in [0, 1] (or be None); got {bad[0]!r}")
     m = len(idx)
     order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type, return-value]
     out: list[float | None] = [None] * len(p_values)
@@ -496,7 +510,7 @@ class Pending:
 
     @property
     def tested(self) -> bool:
-        return self.row.get("p_value") is not None
+        return not _missing(self.row.get("p_value"))
 
 
 def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
@@ -518,6 +532,8 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
     if kind.name == "category":
         return Pending({"kind": kind.name, "test": None, "p_value": None, "not_tested": "a category has no mean"})
     x, y = np.sort(clean(a)), np.sort(clean(b))
+    # An infinite value has no mean to estimate or test (sums of them are inf or NaN).
+    finite = bool(np.isfinite(x).all() and np.isfinite(y).all())
     row: dict[str, Any] = {
         "kind": kind.name,
         "n_a": len(x),
@@ -525,24 +541,43 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
         # Trials where the metric is undefined (no readable data): left out, and counted.
         "n_undefined_a": len(a) - len(x),
         "n_undefined_b": len(b) - len(y),
-        "mean_a": _mean(x) if len(x) else None,
-        "mean_b": _mean(y) if len(y) else None,
+        "mean_a": _mean(x) if len(x) and finite else None,
+        "mean_b": _mean(y) if len(y) and finite else None,
     }
-    row["delta_mean"] = None if row["mean_a"] is None or row["mean_b"] is None else row["mean_a"] - row["mean_b"]
-    row["cohen_d"] = cohen_d(x, y)
+    if paired_samples:
+        pairs = np.array(sorted((float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)),
+                         dtype=float).reshape(-1, 2)
+        # The difference that the paired test and its interval are about: over the pairs
+        # with both values, not each arm's mean over its own values (a trial defined in one
+        # arm only moved it, even to the other side of its interval).
+        row["delta_mean"] = _mean(pairs[:, 0] - pairs[:, 1]) if len(pairs) and finite else None
+        row["cohen_d"] = cohen_d(pairs[:, 0], pairs[:, 1]) if finite else None
+    else:
+        row["delta_mean"] = None if row["mean_a"] is None or row["mean_b"] is None else row["mean_a"] - row["mean_b"]
+        row["cohen_d"] = cohen_d(x, y) if finite else None
     row.update(test=None, p_value=None, not_tested=None)
     if paired_samples:
-        pairs = [(float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)]
         row["n_pairs"] = len(pairs)
-        if pairs and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
-                         for u, v in zip(a, b)):
+    values = np.concatenate([x, y])
+    if not finite:
+        row["not_tested"] = "infinite values"
+        return Pending(row)
+    if len(values) and ((kind.low is not None and values.min() < kind.low)
+                        or (kind.high is not None and values.max() > kind.high)):
+        # As describe(): a declared kind that the values contradict is a bug to show, not to test.
+        row["not_tested"] = (f"values {values.min():g} to {values.max():g} leave the declared range "
+                             f"{kind.range_text()}")
+        return Pending(row)
+    if paired_samples:
+        if len(pairs) and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
+                              for u, v in zip(a, b)):
             # A metric equal in every pair (one that echoes the config, say) has nothing to test.
             row.update(equal_in_every_pair=True, not_tested="equal in every pair")
             return Pending(row)
         if len(pairs) < 2:
             row["not_tested"] = f"{len(pairs)} pair{'' if len(pairs) == 1 else 's'} with both values"
             return Pending(row)
-        return _paired(row, np.array(sorted(pairs)), kind, seed)
+        return _paired(row, pairs, kind, seed)
     if len(x) < 2 or len(y) < 2:
         row["not_tested"] = "fewer than 2 values in an arm"
         return Pending(row)
