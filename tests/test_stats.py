@@ -427,6 +427,8 @@ def test_sign_flip_keeps_small_differences_next_to_a_large_one(d):
     ref = sps.permutation_test((np.array(d),), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
                                n_resamples=10**6)
     assert sign_flip(d).p == pytest.approx(ref.pvalue)
+    # Above 16 pairs (random patterns): every difference positive, so the smallest p there is.
+    assert sign_flip(d * (MAX_EXACT_PAIRS // len(d) + 1), seed=1).p == 2 / (RANDOM_PATTERNS + 1)
 
 
 @settings(deadline=None, max_examples=60)
@@ -496,3 +498,23 @@ def test_holm_leaves_nan_out_like_none():
     assert holm([0.01, float("nan"), 0.02]) == [pytest.approx(ref[0]), None, pytest.approx(ref[1])]
     with pytest.raises(ValueError, match="p-values"):
         holm([0.5, 1.5])
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e300])
+def test_tiny_and_huge_magnitudes_give_the_figures_of_ordinary_ones(scale):
+    # At 1e-300 the squares underflowed: std 0, a t interval of width 0, Welch's p = 0
+    # (scipy's too) and Cohen's d a ZeroDivisionError; at 1e300 the mean overflowed.
+    import statistics
+
+    x, y = [1.0, 2.0, 3.0, 1.5], [0.0, 1.0, 0.5, 0.25]
+    xs, ys = [v * scale for v in x], [v * scale for v in y]
+    s = describe(xs)
+    assert s.mean == pytest.approx(statistics.mean(x) * scale, rel=1e-12)
+    assert s.std == pytest.approx(statistics.stdev(x) * scale, rel=1e-12)
+    ref = sps.t.interval(0.95, 3, loc=statistics.mean(x), scale=statistics.stdev(x) / 2)
+    assert (s.ci_low, s.ci_high) == pytest.approx((ref[0] * scale, ref[1] * scale), rel=1e-12)
+    out = compare_metrics(rows(m=xs), rows(m=ys), ["m"], paired_samples=False, seed=0)["m"]
+    res = sps.ttest_ind(x, y, equal_var=False)
+    assert out["p_value"] == pytest.approx(res.pvalue, rel=1e-9) and out["cohen_d"] == pytest.approx(cohen_d(x, y))
+    lo, hi = res.confidence_interval(0.95)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo * scale, hi * scale), rel=1e-9)

@@ -62,16 +62,33 @@ def _constant(x: np.ndarray) -> bool:
     return len(x) > 0 and bool((x == x[0]).all())
 
 
+def _unit(*arrays: np.ndarray) -> float:
+    """The unit to compute in: 1 for ordinary magnitudes (up to 2^300 and down to 2^-300),
+    else a power of two near the largest one, so that squares of 1e-300 do not underflow
+    to 0 (a standard deviation of 0, Welch's p = 0) nor sums of 1e308 overflow.
+
+    Dividing by a power of two is exact, so the figures are those of the scaled values.
+    """
+    top = max((float(np.abs(x).max()) for x in arrays if len(x)), default=0.0)
+    if not 0.0 < top < math.inf or 2.0**-300 <= top <= 2.0**300:
+        return 1.0
+    return 2.0 ** math.frexp(top)[1]
+
+
 def _mean(x: np.ndarray) -> float:
     """The mean, correctly rounded (so the same for any order of the values)."""
-    return float(x[0]) if _constant(x) else math.fsum(x) / len(x)
+    if _constant(x):
+        return float(x[0])
+    s = _unit(x)
+    return math.fsum(x / s) / len(x) * s
 
 
 def _std(x: np.ndarray) -> float | None:
     """The sample standard deviation (ddof=1); exactly 0 for constant values."""
     if len(x) < 2:
         return None
-    return 0.0 if _constant(x) else float(np.sort(x).std(ddof=1))
+    s = _unit(x)
+    return 0.0 if _constant(x) else float(np.sort(x / s).std(ddof=1)) * s
 
 
 # -- one group -----------------------------------------------------------------------
@@ -219,6 +236,8 @@ def cohen_d(a: Sequence[Any], b: Sequence[Any]) -> float | None:
     x, y = np.sort(clean(a)), np.sort(clean(b))
     if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
         return None
+    s = _unit(x, y)  # d has no unit: computed in one where the squares neither underflow nor overflow
+    x, y = x / s, y / s
     pooled = ((len(x) - 1) * _std(x) ** 2 + (len(y) - 1) * _std(y) ** 2) / (len(x) + len(y) - 2)  # type: ignore[operator]
     return _f((_mean(x) - _mean(y)) / math.sqrt(pooled))
 
@@ -421,6 +440,9 @@ def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
         return {"t_statistic": None, "df": None, "p_value": None}
     from scipy import stats as sps
 
+    s = _unit(x, y)  # t, df and p have no unit (scipy's own squares gave p = 0 at 1e-300)
+    x, y = x / s, y / s
+
     va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
     df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     with warnings.catch_warnings():
@@ -439,7 +461,8 @@ def welch_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL) -> tuple[
         return None, None
     from scipy import stats as sps
 
-    se = math.sqrt(_std(x) ** 2 / len(x) + _std(y) ** 2 / len(y))  # type: ignore[operator]
+    s = _unit(x, y)
+    se = math.sqrt(_std(x / s) ** 2 / len(x) + _std(y / s) ** 2 / len(y)) * s  # type: ignore[operator]
     half = float(sps.t.ppf(0.5 + level / 2, test["df"])) * se
     d = _mean(x) - _mean(y)
     return d - half, d + half
