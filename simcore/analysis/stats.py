@@ -400,28 +400,25 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
         # (three 0.1s average to 0.1, not 0.10000000000000002): the interval's ends are such
         # means, and a shift by an end must leave no rounding residue that reads as an effect.
         sums = (flipped.astype(np.longdouble) @ d.astype(np.longdouble))
-        sizes = flipped.astype(float) @ np.abs(d)
         counts = flipped.sum(axis=1)
         patterns, always, exact = 2**n, 1, True
     else:
         rng = np.random.default_rng(seed)
         rows = max(1, 2**22 // n)
-        sums_parts, size_parts, count_parts = [], [], []
+        sums_parts, count_parts = [], []
         for start in range(0, RANDOM_PATTERNS, rows):
             flipped = rng.random((min(rows, RANDOM_PATTERNS - start), n)) < 0.5
             sums_parts.append(flipped.astype(float) @ d)
-            size_parts.append(flipped.astype(float) @ np.abs(d))
             count_parts.append(flipped.sum(axis=1))
-        sums, sizes, counts = (np.concatenate(p) for p in (sums_parts, size_parts, count_parts))
+        sums, counts = np.concatenate(sums_parts), np.concatenate(count_parts)
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
-        sums, sizes, counts = sums[counts > 0], sizes[counts > 0], counts[counts > 0]
+        sums, counts = sums[counts > 0], counts[counts > 0]
     means = (sums / counts).astype(float)
     # Sums of values that cancel exactly (0.1 + 0.2 - 0.3) carry a rounding residue;
-    # snapped to 0 so that a tie counts as one, for the p and the interval alike. The
-    # residue is relative to the values summed, not to the largest difference: against
-    # that, a set of small differences next to a huge one (1e-7 beside 1e6) read as 0.
-    means[np.abs(sums) <= 1e-12 * sizes] = 0.0
+    # snapped to 0 so that a tie counts as one, for the p and the interval alike.
+    scale = float(np.abs(d).max()) or 1.0
+    means[np.abs(means) <= 1e-12 * scale] = 0.0
     means.sort()
     upper = (always + int(np.count_nonzero(means <= 0.0))) / patterns
     lower = (always + int(np.count_nonzero(means >= 0.0))) / patterns
