@@ -166,8 +166,9 @@ def test_compare_runs_lists_use_the_paired_tests():
     rng = np.random.default_rng(0)
     a_vals = {k: list(rng.normal(0.1, 0.03, 10)) for k in COMPARED}
     b_vals = {k: list(rng.normal(0.0, 0.03, 10)) for k in COMPARED}
-    a_vals["dominant_self_drift"] = list(rng.normal(0.05, 0.03, 10))
-    b_vals["dominant_self_drift"] = list(rng.normal(0.05, 0.03, 10))
+    # A drift is at least 0 (its declared kind, score in [0, 2]): values below it are not tested.
+    a_vals["dominant_self_drift"] = list(np.abs(rng.normal(0.05, 0.03, 10)))
+    b_vals["dominant_self_drift"] = list(np.abs(rng.normal(0.05, 0.03, 10)))
     c = compare_runs(summaries(a_vals), summaries(b_vals), paired=True, seed=5)
     d = c["difference_summary"]
     assert d["statistical_mode"] == "multi_trial_welch_t" and d["paired"] is True

@@ -20,6 +20,7 @@ from simcore.analysis.metric_kinds import continuous, count, proportion, score
 from simcore.analysis.stats import (
     MAX_EXACT_PAIRS,
     RANDOM_PATTERNS,
+    cohen_d,
     compare_metrics,
     compare_one,
     decide,
@@ -404,3 +405,112 @@ def test_trials_without_readable_data_are_left_out_and_counted():
                "run_A_aggregate": {}, "run_B_aggregate": {}}
     text = format_arms(summary)
     assert "(3 trials without readable data left out)" in text and "intervals at 95%, not adjusted (one test)" in text
+
+
+# -- edges found by red-teaming (each failed before its fix) ------------------------------------
+
+def exact_sign_flip(d: list[float]) -> float:
+    """Two-sided sign-flip p in exact rational arithmetic (no tolerance at all)."""
+    from fractions import Fraction
+
+    fr = [Fraction(x) for x in d]
+    t = sum(fr)
+    sums = [sum(s * x for s, x in zip(signs, fr)) for signs in itertools.product((1, -1), repeat=len(d))]
+    return min(1.0, 2 * min(sum(s >= t for s in sums), sum(s <= t for s in sums)) / len(sums))
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.sampled_from([2.0**-20, 2.0**-10, 1.0, 2.0**10]).flatmap(
+    lambda m: st.integers(-9, 9).map(lambda k: k * m)), min_size=1, max_size=8))
+def test_sign_flip_equals_exact_enumeration_across_magnitudes(d):
+    # Binary fractions, so that the exact sums are the intended ones (decimals such as
+    # 0.009 - 0.008 - 0.001 leave a residue that the test rightly reads as a tie).
+    assert sign_flip(d).p == pytest.approx(exact_sign_flip(d))
+
+
+def test_sign_flip_reads_differences_below_1e_12_of_the_largest_as_ties():
+    # The documented tie rule: floating-point noise beside real differences is no
+    # difference (context corrosion's Monte Carlo has -3.6e-15 beside 0.05), and so are
+    # genuine differences 12 orders of magnitude below the largest one.
+    assert sign_flip([-3.55e-15, 0.02, 0.03, 0.04, 0.05]).p == sign_flip([0.0, 0.02, 0.03, 0.04, 0.05]).p
+    assert sign_flip([1e6] + [1e-7] * 9).p == 1.0 and exact_sign_flip([1e6] + [1e-7] * 9) == 2 / 1024
+
+
+def test_paired_difference_is_the_mean_over_the_pairs_the_test_uses():
+    # 10 pairs in which A exceeds B by 0.1, and 4 trials whose A value is undefined. The
+    # difference was mean(all A) - mean(all B) = -0.057 next to the paired interval
+    # [0.1, 0.1], "significant": an estimate outside its own interval, of the other sign.
+    a, b = [0.5, 0.6] * 5 + [None] * 4, [0.4, 0.5] * 5 + [0.95] * 4
+    out = compare_metrics(rows(m=a), rows(m=b), ["m"], paired_samples=True, seed=0, kinds={"m": score(0, 1)})["m"]
+    assert out["n_pairs"] == 10 and out["significant"] is True
+    assert out["delta_mean"] == pytest.approx(0.1) and out["ci_low"] <= out["delta_mean"] <= out["ci_high"]
+    assert (out["mean_a"], out["mean_b"]) == pytest.approx((0.55, (4.5 + 3.8) / 14))  # each arm's own mean
+    assert out["cohen_d"] == pytest.approx(cohen_d([0.5, 0.6] * 5, [0.4, 0.5] * 5)) and out["cohen_d"] > 0
+
+
+@settings(deadline=None, max_examples=60)
+@given(arms(), st.data())
+def test_a_paired_interval_contains_its_difference_with_gaps(case, data):
+    kind, a, b = case
+    gaps = data.draw(st.lists(st.sampled_from(["a", "b", None]), min_size=len(a), max_size=len(a)))
+    a = [None if g == "a" else v for v, g in zip(a, gaps)]
+    b = [None if g == "b" else v for v, g in zip(b, gaps)]
+    row = decide({"m": compare_one(a, b, kind, paired_samples=True, seed=5)}, family="metrics")["m"]
+    if row["ci_low"] is not None:
+        assert row["ci_low"] <= row["delta_mean"] <= row["ci_high"], row
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("kind, a, b", [
+    (proportion(), [3, 5, 2], [0, 1, 0]),
+    (proportion(), [30, 50, 20, 40, 60, 70, 80, 90], [0, 1, 0, 1, 0, 1, 0, 1]),
+    (score(1, 4), [5, 6, 7, 8, 9], [1, 2, 3, 4, 4]),
+    (count(), [-1, -2, -3, -4], [1, 2, 3, 4]),
+])
+def test_values_outside_the_declared_range_are_not_tested(kind, a, b, paired):
+    # A "proportion" of 3, 5, 2 was tested and given the interval [-1, 1] around a
+    # difference of 3; describe() already refused such values.
+    out = compare_metrics(rows(m=a), rows(m=b), ["m"], paired_samples=paired, seed=0, kinds={"m": kind})["m"]
+    assert out["p_value"] is None and out["significant"] is None and out["ci_low"] is None
+    assert out["not_tested"].startswith("values ") and f"leave the declared range {kind.range_text()}" in out["not_tested"]
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_infinite_values_are_not_tested(paired):
+    # Differences 1, 1, 1, inf were "not significant" with p = 1 (paired) or had no p and
+    # no reason (unpaired).
+    inf = float("inf")
+    out = compare_metrics(rows(m=[1.0, 2.0, 3.0, inf]), rows(m=[0.0, 1.0, 2.0, 3.0]), ["m"], paired_samples=paired,
+                          seed=0)["m"]
+    assert out["p_value"] is None and out["significant"] is None and out["not_tested"] == "infinite values"
+    s = describe([1.0, 2.0, inf])
+    assert s.n == 3 and s.ci_low is None and s.ci_high is None and s.interval == "none: infinite values"
+
+
+def test_holm_leaves_nan_out_like_none():
+    # A NaN p sorted anywhere and made every adjusted p 1.0 (0.01 among three became 1.0).
+    assert holm([float("nan"), 0.01, 0.02]) == [None, pytest.approx(0.02), pytest.approx(0.02)]
+    ref = multipletests([0.01, 0.02], method="holm")[1]
+    assert holm([0.01, float("nan"), 0.02]) == [pytest.approx(ref[0]), None, pytest.approx(ref[1])]
+    with pytest.raises(ValueError, match="p-values"):
+        holm([0.5, 1.5])
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e300])
+def test_tiny_and_huge_magnitudes_give_the_figures_of_ordinary_ones(scale):
+    # At 1e-300 the squares underflowed: std 0, a t interval of width 0, Welch's p = 0
+    # (scipy's too) and Cohen's d a ZeroDivisionError; at 1e300 the mean overflowed.
+    import statistics
+
+    x, y = [1.0, 2.0, 3.0, 1.5], [0.0, 1.0, 0.5, 0.25]
+    xs, ys = [v * scale for v in x], [v * scale for v in y]
+    s = describe(xs)
+    assert s.mean == pytest.approx(statistics.mean(x) * scale, rel=1e-12)
+    assert s.std == pytest.approx(statistics.stdev(x) * scale, rel=1e-12)
+    ref = sps.t.interval(0.95, 3, loc=statistics.mean(x), scale=statistics.stdev(x) / 2)
+    assert (s.ci_low, s.ci_high) == pytest.approx((ref[0] * scale, ref[1] * scale), rel=1e-12)
+    out = compare_metrics(rows(m=xs), rows(m=ys), ["m"], paired_samples=False, seed=0)["m"]
+    res = sps.ttest_ind(x, y, equal_var=False)
+    assert out["p_value"] == pytest.approx(res.pvalue, rel=1e-9) and out["cohen_d"] == pytest.approx(cohen_d(x, y))
+    lo, hi = res.confidence_interval(0.95)
+    assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo * scale, hi * scale), rel=1e-9)

@@ -62,16 +62,33 @@ def _constant(x: np.ndarray) -> bool:
     return len(x) > 0 and bool((x == x[0]).all())
 
 
+def _unit(*arrays: np.ndarray) -> float:
+    """The unit to compute in: 1 for ordinary magnitudes (up to 2^300 and down to 2^-300),
+    else a power of two near the largest one, so that squares of 1e-300 do not underflow
+    to 0 (a standard deviation of 0, Welch's p = 0) nor sums of 1e308 overflow.
+
+    Dividing by a power of two is exact, so the figures are those of the scaled values.
+    """
+    top = max((float(np.abs(x).max()) for x in arrays if len(x)), default=0.0)
+    if not 0.0 < top < math.inf or 2.0**-300 <= top <= 2.0**300:
+        return 1.0
+    return 2.0 ** math.frexp(top)[1]
+
+
 def _mean(x: np.ndarray) -> float:
     """The mean, correctly rounded (so the same for any order of the values)."""
-    return float(x[0]) if _constant(x) else math.fsum(x) / len(x)
+    if _constant(x):
+        return float(x[0])
+    s = _unit(x)
+    return math.fsum(x / s) / len(x) * s
 
 
 def _std(x: np.ndarray) -> float | None:
     """The sample standard deviation (ddof=1); exactly 0 for constant values."""
     if len(x) < 2:
         return None
-    return 0.0 if _constant(x) else float(np.sort(x).std(ddof=1))
+    s = _unit(x)
+    return 0.0 if _constant(x) else float(np.sort(x / s).std(ddof=1)) * s
 
 
 # -- one group -----------------------------------------------------------------------
@@ -125,6 +142,9 @@ def describe(values: Sequence[Any], level: float = LEVEL,
     n = len(x)
     if n == 0:
         return Summary(0, None, None, None, None, None, None, kind.name, None)
+    if not np.isfinite(x).all():
+        # No mean, spread or interval of them (their sums are inf or NaN).
+        return Summary(n, None, None, _f(x.min()), _f(x.max()), None, None, kind.name, "none: infinite values")
     mean, lo_x, hi_x, std = _mean(x), float(x.min()), float(x.max()), _std(x)
     outside = (kind.low is not None and lo_x < kind.low) or (kind.high is not None and hi_x > kind.high)
     if outside:
@@ -216,6 +236,8 @@ def cohen_d(a: Sequence[Any], b: Sequence[Any]) -> float | None:
     x, y = np.sort(clean(a)), np.sort(clean(b))
     if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
         return None
+    s = _unit(x, y)  # d has no unit: computed in one where the squares neither underflow nor overflow
+    x, y = x / s, y / s
     pooled = ((len(x) - 1) * _std(x) ** 2 + (len(y) - 1) * _std(y) ** 2) / (len(x) + len(y) - 2)  # type: ignore[operator]
     return _f((_mean(x) - _mean(y)) / math.sqrt(pooled))
 
@@ -423,6 +445,9 @@ def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
         return {"t_statistic": None, "df": None, "p_value": None}
     from scipy import stats as sps
 
+    s = _unit(x, y)  # t, df and p have no unit (scipy's own squares gave p = 0 at 1e-300)
+    x, y = x / s, y / s
+
     va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
     df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     with warnings.catch_warnings():
@@ -441,7 +466,8 @@ def welch_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL) -> tuple[
         return None, None
     from scipy import stats as sps
 
-    se = math.sqrt(_std(x) ** 2 / len(x) + _std(y) ** 2 / len(y))  # type: ignore[operator]
+    s = _unit(x, y)
+    se = math.sqrt(_std(x / s) ** 2 / len(x) + _std(y / s) ** 2 / len(y)) * s  # type: ignore[operator]
     half = float(sps.t.ppf(0.5 + level / 2, test["df"])) * se
     d = _mean(x) - _mean(y)
     return d - half, d + half
@@ -475,8 +501,16 @@ def bootstrap_diff_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL, 
 # -- families -------------------------------------------------------------------------
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-Bonferroni adjusted p-values (None stays None), in input order."""
-    idx = [i for i, p in enumerate(p_values) if p is not None]
+    """Holm-Bonferroni adjusted p-values (None and NaN become None and leave the family), in input order.
+
+    Raises:
+        ValueError: for a p-value outside [0, 1].
+    """
+    # A NaN sorts anywhere and turned every adjusted p of its family into 1.
+    idx = [i for i, p in enumerate(p_values) if not _missing(p)]
+    bad = [p_values[i] for i in idx if not 0.0 <= float(p_values[i]) <= 1.0]  # type: ignore[arg-type]
+    if bad:
+        raise ValueError(f"holm: p-values must lie in [0, 1] (or be None); got {bad[0]!r}")
     m = len(idx)
     order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type, return-value]
     out: list[float | None] = [None] * len(p_values)
@@ -504,7 +538,7 @@ class Pending:
 
     @property
     def tested(self) -> bool:
-        return self.row.get("p_value") is not None
+        return not _missing(self.row.get("p_value"))
 
 
 def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
@@ -526,6 +560,8 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
     if kind.name == "category":
         return Pending({"kind": kind.name, "test": None, "p_value": None, "not_tested": "a category has no mean"})
     x, y = np.sort(clean(a)), np.sort(clean(b))
+    # An infinite value has no mean to estimate or test (sums of them are inf or NaN).
+    finite = bool(np.isfinite(x).all() and np.isfinite(y).all())
     row: dict[str, Any] = {
         "kind": kind.name,
         "n_a": len(x),
@@ -533,24 +569,43 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
         # Trials where the metric is undefined (no readable data): left out, and counted.
         "n_undefined_a": len(a) - len(x),
         "n_undefined_b": len(b) - len(y),
-        "mean_a": _mean(x) if len(x) else None,
-        "mean_b": _mean(y) if len(y) else None,
+        "mean_a": _mean(x) if len(x) and finite else None,
+        "mean_b": _mean(y) if len(y) and finite else None,
     }
-    row["delta_mean"] = None if row["mean_a"] is None or row["mean_b"] is None else row["mean_a"] - row["mean_b"]
-    row["cohen_d"] = cohen_d(x, y)
+    if paired_samples:
+        pairs = np.array(sorted((float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)),
+                         dtype=float).reshape(-1, 2)
+        # The difference that the paired test and its interval are about: over the pairs
+        # with both values, not each arm's mean over its own values (a trial defined in one
+        # arm only moved it, even to the other side of its interval).
+        row["delta_mean"] = _mean(pairs[:, 0] - pairs[:, 1]) if len(pairs) and finite else None
+        row["cohen_d"] = cohen_d(pairs[:, 0], pairs[:, 1]) if finite else None
+    else:
+        row["delta_mean"] = None if row["mean_a"] is None or row["mean_b"] is None else row["mean_a"] - row["mean_b"]
+        row["cohen_d"] = cohen_d(x, y) if finite else None
     row.update(test=None, p_value=None, not_tested=None)
     if paired_samples:
-        pairs = [(float(u), float(v)) for u, v in zip(a, b) if not _missing(u) and not _missing(v)]
         row["n_pairs"] = len(pairs)
-        if pairs and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
-                         for u, v in zip(a, b)):
+    values = np.concatenate([x, y])
+    if not finite:
+        row["not_tested"] = "infinite values"
+        return Pending(row)
+    if len(values) and ((kind.low is not None and values.min() < kind.low)
+                        or (kind.high is not None and values.max() > kind.high)):
+        # As describe(): a declared kind that the values contradict is a bug to show, not to test.
+        row["not_tested"] = (f"values {values.min():g} to {values.max():g} leave the declared range "
+                             f"{kind.range_text()}")
+        return Pending(row)
+    if paired_samples:
+        if len(pairs) and all((_missing(u) and _missing(v)) or (not _missing(u) and not _missing(v) and u == v)
+                              for u, v in zip(a, b)):
             # A metric equal in every pair (one that echoes the config, say) has nothing to test.
             row.update(equal_in_every_pair=True, not_tested="equal in every pair")
             return Pending(row)
         if len(pairs) < 2:
             row["not_tested"] = f"{len(pairs)} pair{'' if len(pairs) == 1 else 's'} with both values"
             return Pending(row)
-        return _paired(row, np.array(sorted(pairs)), kind, seed)
+        return _paired(row, pairs, kind, seed)
     if len(x) < 2 or len(y) < 2:
         row["not_tested"] = "fewer than 2 values in an arm"
         return Pending(row)
