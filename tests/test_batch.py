@@ -581,3 +581,17 @@ def test_cli_budget_prints_the_estimate(fake_server, priced: Path, tmp_path: Pat
     df = read_results(out)
     assert (df["status"] == "skipped").any() and df.loc[df["status"] == "ok", "cost_usd"].sum() <= 0.0105
     assert "skipped" in res.stdout
+
+
+def test_an_undeclared_true_false_metric_is_summarised_and_compared_as_a_proportion(tmp_path: Path) -> None:
+    """The table holds it as 1/0; read as numbers it got a t interval outside [0, 1]."""
+    assert FLAKY.kind_of("long") is None
+    df = run_sweep(FLAKY, 12, executor="serial", out=tmp_path / "s", plot=False)
+    summary = df.attrs["summary"]
+    for group in summary["groups"]:
+        long = group["metrics"]["long"]
+        assert long["kind"] == "proportion" and 0 <= long["ci_low"] <= long["mean"] <= long["ci_high"] <= 1
+        assert group["metrics"]["total_length"]["kind"] != "proportion"  # a number stays one
+    [comparison] = summary["comparisons"]
+    assert comparison["result"]["long"]["kind"] == "proportion"
+    assert comparison["result"]["score"]["kind"] == "continuous"

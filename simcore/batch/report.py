@@ -28,7 +28,7 @@ import pandas as pd
 
 from backends.base import canonical_json
 from simcore.analysis import stats
-from simcore.analysis.metric_kinds import proportion
+from simcore.analysis.metric_kinds import Kind, proportion
 from simcore.analysis.plots import save_figure
 from simcore.base.files import read_run
 from simcore.base.records import atomic_write
@@ -130,21 +130,42 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _describe(plan: SweepPlan, column: pd.Series) -> stats.Summary:
-    """A metric over trials, with the interval its declared kind calls for (an
-    undeclared true/false column counts as a proportion)."""
-    name = str(column.name)[len(METRIC_PREFIX):]
-    kind = plan.scenario.kind_of(name)
-    if kind is None and pd.api.types.is_bool_dtype(column):
-        kind = proportion()
+def metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Kind]:
+    """The scenario's declared kinds, and proportion for an undeclared metric that the
+    trials report as true/false.
+
+    The results table holds true/false as 1/0 (``scalar_metrics``), which would read
+    as numbers with a t interval, even one outside [0, 1]; a run's own ``results.json``
+    keeps them true/false, so an undeclared metric's kind is read there, from the first
+    finished run that has a value for it.
+    """
+    kinds = plan.scenario.declared_kinds()
+    undeclared = {c[len(METRIC_PREFIX):] for c in metric_columns(df, plan)} - set(kinds)
+    found: dict[str, bool] = {}
+    for run_dir in df.loc[df["status"] == "ok", "run_dir"] if undeclared else ():
+        try:
+            metrics = read_run(sweep_dir / run_dir, trace=False).results.get("metrics") or {}
+        except Exception:  # noqa: BLE001 - a run that cannot be read says nothing of its kinds
+            continue
+        for name in undeclared - set(found):
+            if metrics.get(name) is not None:
+                found[name] = isinstance(metrics[name], bool)
+        if len(found) == len(undeclared):
+            break
+    return {**kinds, **{name: proportion() for name, boolean in sorted(found.items()) if boolean}}
+
+
+def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
+    """A metric over trials, with the interval its kind calls for (:func:`metric_kinds`)."""
     values = [None if v is None or v != v else (float(v) if isinstance(v, (bool, np.bool_)) else v)
               for v in column.tolist()]
-    return stats.describe(values, kind=kind)
+    return stats.describe(values, kind=kinds.get(str(column.name)[len(METRIC_PREFIX):]))
 
 
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
     """Per-cell, per-condition descriptive statistics and condition comparisons."""
     metrics = metric_columns(df, plan)
+    of_metric = metric_kinds(plan, df, sweep_dir)
     groups = []
     for (cell, condition), sub in df.groupby(["cell", "condition"], sort=False):
         ok = sub[sub["status"] == "ok"]
@@ -158,7 +179,7 @@ def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, A
             "n_pending": int((sub["status"] == "pending").sum()),
             "cost_usd": float(sub["cost_usd"].fillna(0).sum()),
             "tokens": int(sub["tokens"].fillna(0).sum()),
-            "metrics": {m[len(METRIC_PREFIX):]: _describe(plan, ok[m]).to_dict() for m in metrics},
+            "metrics": {m[len(METRIC_PREFIX):]: _describe(of_metric, ok[m]).to_dict() for m in metrics},
         })
     counts = df["status"].value_counts()
     skipped = df[df["status"] == "skipped"]
@@ -179,7 +200,7 @@ def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, A
         "warnings": quality.warnings(quality_of(df)),
         "failures": failures,
         "groups": groups,
-        "comparisons": compare_conditions(plan, df, sweep_dir, metrics),
+        "comparisons": compare_conditions(plan, df, sweep_dir, metrics, of_metric),
     })
 
 
@@ -193,8 +214,10 @@ def quality_of(df: pd.DataFrame) -> dict[str, dict[str, int]]:
     return {k: out[k] for k in sorted(out)}
 
 
-def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str]) -> list[dict[str, Any]]:
-    """Compare each condition with the first one, within every cell, on matched trials.
+def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str],
+                       kinds: Mapping[str, Kind] | None = None) -> list[dict[str, Any]]:
+    """Compare each condition with the first one, within every cell, on matched trials
+    (each metric tested as its kind in ``kinds`` calls for; default: the declared ones).
 
     Only trials whose every compared condition finished "ok" are used, so the two
     lists stay paired by trial seed.
@@ -230,7 +253,7 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 entry["method"] = "generic"
                 entry["result"] = generic_compare(
                     a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}"),
-                    kinds=plan.scenario.declared_kinds(),
+                    kinds=plan.scenario.declared_kinds() if kinds is None else kinds,
                 )
             if k in calibrated and "result" in entry:
                 annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]))
