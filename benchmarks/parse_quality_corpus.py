@@ -20,6 +20,7 @@ Writes ``benchmarks/results/parse_quality_corpus.{json,md}``. Takes about a minu
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
@@ -82,6 +83,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
+    # No options; --help says what the script does before it overwrites its results.
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     rows = []
     start = time.perf_counter()
     for name in sorted(RUNS):

@@ -16,6 +16,7 @@ from simcore.replay import replay_async
 from simcore.runs.runner import run_trial, write_run
 from simcore.runs.scenario import (
     ScenarioNotFound,
+    clear_cache,
     installed_names,
     installed_scenarios,
     load_scenario,
@@ -103,6 +104,19 @@ def test_bad_names_say_what_was_tried_in_one_line(installed, name, message):
         load_scenario(name)
     text = str(exc.value)
     assert text.startswith(message) and "\n" not in text
+
+
+def test_an_entry_point_to_something_else_names_the_type_it_must_be(installed):
+    info = installed / "notone-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: notone\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[simcore.scenarios]\nnotone = mylab_exp:NOT_A_SCENARIO\n")
+    clear_cache()
+    with pytest.raises(ScenarioNotFound) as exc:
+        load_scenario("notone")
+    # the type by the path scenario authors import it from (not the 3.x simcore.scenario)
+    assert str(exc.value) == ("scenario: entry point 'notone' (mylab_exp:NOT_A_SCENARIO) is a int, "
+                              "not a simcore.api.Scenario")
 
 
 def test_unknown_and_malformed_names_list_the_installed_scenarios(installed):

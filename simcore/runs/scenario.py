@@ -269,7 +269,7 @@ def _load_entry_point(point: metadata.EntryPoint) -> Scenario:
         raise ScenarioNotFound(f"scenario: loading {what} failed: {_one_line(exc)}") from None
     if not isinstance(scenario, Scenario):
         raise ScenarioNotFound(
-            f"scenario: {what} is a {type(scenario).__name__}, not a simcore.scenario.Scenario"
+            f"scenario: {what} is a {type(scenario).__name__}, not a simcore.api.Scenario"
         )
     return scenario
 
