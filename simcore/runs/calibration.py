@@ -232,7 +232,7 @@ def write(out: Path, scenario: Scenario, config: Config, args: Mapping[str, Any]
         "null": {"config": dict(scenario.null.config), "why": scenario.null.why,
                  "effects": list(scenario.null.effects)},
         "counterfactual": list(scenario.counterfactual) if scenario.counterfactual else None,
-        "decision_rule": "per Monte Carlo, the comparison's own rule (simcore.stats.decision_rule)",
+        "decision_rule": "per Monte Carlo, the comparison's own rule (simcore.analysis.stats.decision_rule)",
         "metrics": [asdict(r) for r in rows],
     }
     ident = hashlib.sha256(canonical_json({k: record[k] for k in ("config", "seed", "trials", "monte_carlos")}).encode())
