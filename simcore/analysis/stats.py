@@ -412,13 +412,16 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
         padded = np.concatenate([d, np.zeros(8 * n_bytes - n)])
         byte_sums = bits @ padded.reshape(n_bytes, 8).T  # [byte value, byte position]: sum of its pairs
         byte_counts = bits.sum(axis=1)
-        packed = np.random.default_rng(seed).integers(0, 256, size=(RANDOM_PATTERNS, n_bytes), dtype=np.uint8)
-        packed[:, -1] &= np.uint8((0xFF << (8 * n_bytes - n)) & 0xFF)  # the padding's bits are no pairs
+        rng = np.random.default_rng(seed)
         sums = np.zeros(RANDOM_PATTERNS)
         counts = np.zeros(RANDOM_PATTERNS, dtype=np.int64)
-        for j in range(n_bytes):
-            sums += byte_sums[packed[:, j], j]
-            counts += byte_counts[packed[:, j]]
+        rows = max(1, 2**22 // n_bytes)  # patterns drawn at once: at most 4 MiB of them
+        for start in range(0, RANDOM_PATTERNS, rows):
+            packed = rng.integers(0, 256, size=(min(rows, RANDOM_PATTERNS - start), n_bytes), dtype=np.uint8)
+            packed[:, -1] &= np.uint8((0xFF << (8 * n_bytes - n)) & 0xFF)  # the padding's bits are no pairs
+            part = slice(start, start + len(packed))
+            sums[part] = byte_sums[packed, np.arange(n_bytes)].sum(axis=1)
+            counts[part] = byte_counts[packed].sum(axis=1)
         patterns, exact = RANDOM_PATTERNS + 1, False
         always = 1 + int((counts == 0).sum())  # a pattern that flips nothing is the observed one
         sums, counts = sums[counts > 0], counts[counts > 0]
