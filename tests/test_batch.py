@@ -161,6 +161,9 @@ def test_grid_validation(grid: dict, conditions: tuple | None, message: str) -> 
         # one request in flight cannot be shared among two worker processes
         ["--trials", "2", "--backend", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1",
          "--max-concurrency", "1", "--workers", "2"],
+        # a prompt that cannot fit the window even with its history trimmed: refused before any
+        # trial (it was: every trial failed on its own)
+        ["--trials", "2", "--context-window", "60"],
     ],
 )
 def test_cli_bad_input_exits_2_and_writes_nothing(
@@ -595,3 +598,17 @@ def test_an_undeclared_true_false_metric_is_summarised_and_compared_as_a_proport
     [comparison] = summary["comparisons"]
     assert comparison["result"]["long"]["kind"] == "proportion"
     assert comparison["result"]["score"]["kind"] == "continuous"
+
+
+def test_conditions_with_no_pair_of_finished_trials_are_not_compared(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Every trial failed: the scenario's own comparison is not called on empty arms (context
+    corrosion's raised an IndexError there, printed as "the comparison failed")."""
+    df = run_sweep(FLAKY_CMP, 2, base={"fail_every": 1}, executor="serial", out=tmp_path / "s", plot=False)
+    [comparison] = df.attrs["summary"]["comparisons"]
+    assert comparison["n_pairs"] == 0 and "result" not in comparison and "error" not in comparison
+    assert comparison["not_compared"] == "no trial finished ok in both conditions"
+    from simcore.batch.report import format_summary
+
+    assert "not compared: no trial finished ok in both conditions" in format_summary(
+        plan_sweep(FLAKY_CMP, 2, base={"fail_every": 1}), df.attrs["summary"])

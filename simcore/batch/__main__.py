@@ -44,6 +44,7 @@ from simcore.cli import (
     parse_seed,
 )
 from simcore.runs.args import parse_scenario_args
+from simcore.runs.estimate import check_fit
 from simcore.runs.scenario import Scenario
 
 PROG = "python -m simcore.batch"
@@ -238,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         out = args.out or str(default_out(plan))
         check_out_dir(out)
+        # As a single run does: a prompt that cannot fit --context-window even with its history
+        # trimmed is refused now, not once per trial (one pilot per cell and condition).
+        check_fit(scenario, list({(j.cell, j.condition): (j.config, j.seed) for j in plan.jobs}.values()), plan.spec)
         check_embed_cache(scenario, (job.config for job in plan.jobs))
         df = run_sweep(
             scenario, plan.trials, plan=plan,

@@ -241,7 +241,11 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 "b": label,
                 "n_pairs": len(trials),
             }
-            if plan.scenario.compare is not None:
+            if not trials:
+                # A comparison of nothing: the scenario's own one raised (an IndexError) on empty arms.
+                entry["method"] = "scenario" if plan.scenario.compare is not None else "generic"
+                entry["not_compared"] = "no trial finished ok in both conditions"
+            elif plan.scenario.compare is not None:
                 entry["method"] = "scenario"
                 try:
                     res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
@@ -305,7 +309,7 @@ def comparison_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFram
     """Generic comparisons as a table (empty when the scenario has its own)."""
     rows = []
     for c in summary["comparisons"]:
-        if c["method"] != "generic":
+        if c["method"] != "generic" or "result" not in c:
             continue
         for metric, r in c["result"].items():
             rows.append({"cell": c["cell"], **c["params"], "a": c["a"], "b": c["b"], "metric": metric,
@@ -501,8 +505,9 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for c in summary["comparisons"]:
         head = f"{_cell_name(c['params'])}: {c['a']} - {c['b']} ({c['n_pairs']} pairs by trial seed)"
-        if "error" in c:
-            lines += ["", head, f"  the comparison failed: {c['error']}"]
+        if "error" in c or "not_compared" in c:
+            lines += ["", head, f"  the comparison failed: {c['error']}" if "error" in c
+                      else f"  not compared: {c['not_compared']}"]
             continue
         entries, interpretation = comparison_entries(c)
         if not entries:
@@ -550,8 +555,8 @@ def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
             continue
         lines += ["", f"{plan.scenario.name} comparison, cell {_cell_name(c['params'])}: {c['a']} vs {c['b']} "
                   f"({c['n_pairs']} pairs)"]
-        if "error" in c:
-            lines.append(f"  failed: {c['error']}")
+        if "error" in c or "not_compared" in c:
+            lines.append(f"  failed: {c['error']}" if "error" in c else f"  not compared: {c['not_compared']}")
         else:
             lines += [f"  {k}: {v}" for k, v in _flatten(c["result"])]
     lines += format_failures(summary)
