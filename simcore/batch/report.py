@@ -130,7 +130,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Kind]:
+def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Kind]:
     """The scenario's declared kinds, and proportion for an undeclared metric that the
     trials report as true/false.
 
@@ -156,7 +156,7 @@ def metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str
 
 
 def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
-    """A metric over trials, with the interval its kind calls for (:func:`metric_kinds`)."""
+    """A metric over trials, with the interval its kind calls for (:func:`sweep_metric_kinds`)."""
     values = [None if v is None or v != v else (float(v) if isinstance(v, (bool, np.bool_)) else v)
               for v in column.tolist()]
     return stats.describe(values, kind=kinds.get(str(column.name)[len(METRIC_PREFIX):]))
@@ -165,7 +165,7 @@ def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
     """Per-cell, per-condition descriptive statistics and condition comparisons."""
     metrics = metric_columns(df, plan)
-    of_metric = metric_kinds(plan, df, sweep_dir)
+    of_metric = sweep_metric_kinds(plan, df, sweep_dir)
     groups = []
     for (cell, condition), sub in df.groupby(["cell", "condition"], sort=False):
         ok = sub[sub["status"] == "ok"]
