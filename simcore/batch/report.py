@@ -130,9 +130,9 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Kind]:
-    """The scenario's declared kinds, and proportion for an undeclared metric that the
-    trials report as true/false.
+def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str]) -> dict[str, Kind]:
+    """The scenario's declared kinds, and proportion for an undeclared metric (of the
+    summary's ``metrics`` columns) that the trials report as true/false.
 
     The results table holds true/false as 1/0 (``scalar_metrics``), which would read
     as numbers with a t interval, even one outside [0, 1]; a run's own ``results.json``
@@ -140,7 +140,7 @@ def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> di
     finished run that has a value for it.
     """
     kinds = plan.scenario.declared_kinds()
-    undeclared = {c[len(METRIC_PREFIX):] for c in metric_columns(df, plan)} - set(kinds)
+    undeclared = {c[len(METRIC_PREFIX):] for c in metrics} - set(kinds)
     found: dict[str, bool] = {}
     for run_dir in df.loc[df["status"] == "ok", "run_dir"] if undeclared else ():
         try:
@@ -165,7 +165,7 @@ def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
     """Per-cell, per-condition descriptive statistics and condition comparisons."""
     metrics = metric_columns(df, plan)
-    of_metric = sweep_metric_kinds(plan, df, sweep_dir)
+    of_metric = sweep_metric_kinds(plan, df, sweep_dir, metrics)
     groups = []
     for (cell, condition), sub in df.groupby(["cell", "condition"], sort=False):
         ok = sub[sub["status"] == "ok"]

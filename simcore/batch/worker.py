@@ -48,7 +48,7 @@ from backends.errors import (
     UnpricedModel,
 )
 from backends.registry import BackendSpec, make_backend
-from simcore.analysis import encoder_service
+from simcore.analysis import embeddings, encoder_service
 from simcore.analysis.basis import shares
 from simcore.base.files import DamagedFile, read_record, read_run
 from simcore.batch.breakers import BreakerBoard
@@ -237,15 +237,12 @@ def execute_in_pool(ctx: WorkerContext, job: TrialJob) -> tuple[dict[str, Any], 
     start = time.monotonic()
     if ctx.encoder is not None:
         encoder_service.attach(*ctx.encoder)
-    embeddings = sys.modules.get("simcore.analysis.embeddings")
-    encoded_ns = embeddings.counts()["forward_ns"] if embeddings is not None else 0
-    written_s = _spent["write_s"]
+    encoded_ns, written_s = embeddings.counts()["forward_ns"], _spent["write_s"]
     out = execute(ctx, job)
-    embeddings = sys.modules.get("simcore.analysis.embeddings")
     return out, {"pid": os.getpid(), "start": start, "end": time.monotonic(),
-                 "encode_s": (embeddings.counts()["forward_ns"] - encoded_ns) / 1e9 if embeddings is not None else 0.0,
+                 "encode_s": (embeddings.counts()["forward_ns"] - encoded_ns) / 1e9,
                  "write_s": _spent["write_s"] - written_s,
-                 "model_loaded": bool(embeddings is not None and embeddings.model_loaded()),
+                 "model_loaded": embeddings.model_loaded(),
                  "torch_imported": "torch" in sys.modules}
 
 
