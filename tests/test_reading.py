@@ -138,7 +138,7 @@ def test_allowed_choices_per_call():
 
 
 def test_json_objects_finds_embedded_and_fenced_blocks():
-    objs, spans = json_objects('x {"a": 1} y ```json\n{"b": "}"}\n``` z')
+    objs, spans, _ = json_objects('x {"a": 1} y ```json\n{"b": "}"}\n``` z')
     assert objs == [{"a": 1}, {"b": "}"}] and len(spans) == 2
 
 
@@ -244,9 +244,13 @@ def test_a_move_the_reply_commits_to_is_read_beside_an_echo(reply, action):
     assert r.readable and r.value.action == action and not r.echo
 
 
-def test_bad_escapes_in_a_cut_object_are_skipped_never_raised():
-    # The scan for a second answer reads the cut object's text: a bad escape there is no pair.
+def test_bad_escapes_in_a_cut_object_are_never_raised_and_never_read():
+    # A bad escape makes the cut object no prefix of any JSON document: nothing in it is read.
     reply = '{"action": "DEFECT", "n": [{"a\\q": 1, "b": "\t\\u12", "action": "\\x'
+    r = read_reply(reply, _decision_reply(), finish_reason="length")
+    assert not r.readable and "does not parse" in r.errors[0]
+    # The scan for a second answer reads the cut object's text; valid escapes and a cut \u are a prefix.
+    reply = '{"action": "DEFECT", "n": [{"a\\"q": 1, "b": "\\u12'
     r = read_reply(reply, _decision_reply(), finish_reason="length")
     assert r.readable and r.value.action == "DEFECT"
 

@@ -153,7 +153,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     allowed = allowed or {}
     truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
-    objects, spans = json_objects(text, truncated)
+    objects, spans, broken = json_objects(text, truncated)
     copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
     if objects:
         # Copied from the prompt, or written into an instruction ("Reply with JSON: {...}", from the
@@ -172,7 +172,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     # The text around the reply's own JSON, at the same positions.
     rest = "" if spans == [(0, len(text))] else _remove(text, spans)
     texts = given_texts(given) if given and rest.strip() else ()
-    if copied or rest.strip():
+    if copied or broken or rest.strip():
         # Lists of answers ("COOPERATE or DEFECT", an option list) and echoes never answer.
         aside = [span for f in fields for span in f.kind.lists(rest, allowed.get(f.name))]
         echo = (echo_spans(rest, texts) if texts else []) + copied
@@ -185,8 +185,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             for a, b in hints:
                 rest = rest[:a] + " " * (b - a) + rest[b:]
             aside = [(a, b) for a, b in aside if (a - 1, b + 1) not in hints]
-        if aside or echo:
-            rest = set_aside(rest, aside + echo)
+        if aside or echo or broken:
+            rest = set_aside(rest, aside + echo + broken)  # (nothing inside broken JSON answers)
     if spans and rest:
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
@@ -223,6 +223,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         for raw in labels[f.name] if isinstance(labels.get(f.name), Twice) else [labels.get(f.name)] * (f.name in labels):
             raws.append(raw)
             _add(found, problems, 1, f, raw, allowed, instruction)
+        if not found and not problems and broken and not earlier:
+            problems.append("its JSON does not parse" + (" (nor is it the start of a JSON document)" if truncated else ""))
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
@@ -342,11 +344,16 @@ def _first_text(fields: tuple[FieldPlan, ...]) -> FieldPlan | None:
 _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 
 
-def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """The JSON objects in ``text`` and their spans.
+def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any]], list[tuple[int, int]],
+                                                              list[tuple[int, int]]]:
+    """The JSON objects in ``text``, their spans, and the spans of broken JSON.
 
-    Complete top-level ``{...}`` blocks are parsed (with repairs); in a cut reply,
-    an object left open at the end gives its complete key/value pairs.
+    Complete top-level ``{...}`` blocks are parsed (with repairs); in a cut reply, an
+    object left open at the end gives its complete key/value pairs, only while the
+    text from its brace to the cut is still a valid prefix of a JSON document. A
+    block that does not parse, or an open one that is no valid prefix, is broken:
+    no answer, and nothing inside it (an object nested in it, a key that looks like
+    a label) answers either.
     """
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):  # the common case: JSON and nothing else
@@ -355,27 +362,29 @@ def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any
         except (json.JSONDecodeError, ValueError, RecursionError):
             whole = None
         if isinstance(whole, dict):
-            return [whole], [(0, len(text))]
+            return [whole], [(0, len(text))], []
     out: list[dict[str, Any]] = []
     spans: list[tuple[int, int]] = []
+    broken: list[tuple[int, int]] = []
     i = text.find("{")
     while i != -1:
         end = _balanced_end(text, i)
         if end is None:
-            if truncated:
-                partial = partial_object(text, i)
-                if partial:
-                    out.append(partial)
-                    spans.append((i, len(text)))
+            partial = partial_object(text, i) if truncated else {}
+            if partial:
+                out.append(partial)
+                spans.append((i, len(text)))
+            elif not truncated or not valid_prefix(text, i):
+                broken.append((i, len(text)))
             break
         obj = parse_object(text[i : end + 1])
         if obj is not None:
             out.append(obj)
             spans.append((i, end + 1))
-            i = text.find("{", end + 1)
         else:
-            i = text.find("{", i + 1)
-    return out, spans
+            broken.append((i, end + 1))
+        i = text.find("{", end + 1)
+    return out, spans, broken
 
 
 def parse_object(block: str) -> dict[str, Any] | None:
@@ -433,10 +442,13 @@ _SPACE = re.compile(r"\s*")
 def partial_object(text: str, start: int) -> dict[str, Any]:
     """The complete key/value pairs of an object cut off before its end.
 
-    A string value counts once its closing quote is there, a number or literal
-    once a delimiter follows it; the pair being written when the text ends is
-    left out.
+    Only where ``text[start:]`` is still a valid prefix of a JSON document (see
+    :func:`valid_prefix`): ``{"action": "COOPERATE" or {"DEFECT`` gives nothing. A
+    string value counts once its closing quote is there, a number or literal once a
+    delimiter follows it; the pair being written when the text ends is left out.
     """
+    if not valid_prefix(text, start):
+        return {}
     out: dict[str, Any] = {}
     i = start + 1
     while True:
@@ -456,6 +468,65 @@ def partial_object(text: str, start: int) -> dict[str, Any]:
             return out
         _put(out, key, value)
         i = k
+
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<punct>[{}\[\]:,])|(?P<string>"(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")|'
+    r"(?P<number>-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?)|(?P<literal>true|false|null))"
+)
+# What a token may be cut to at the end of the text: an open string, a number, a literal begun.
+_CUT_TOKEN = re.compile(
+    r'\s*(?:"(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{0,4})?)*|-?(?:0|[1-9]\d*)?(?:\.\d*)?(?:[eE][-+]?\d*)?|'
+    r"t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?)\Z"
+)
+
+
+def valid_prefix(text: str, start: int) -> bool:
+    """Whether ``text[start:]``, an object left open at the end of a cut reply, is a prefix of
+    some valid JSON document (strings may hold raw line breaks, as ``json.loads(strict=False)``
+    allows): only then can its complete pairs be what the model was writing."""
+    stack: list[str] = []  # the open containers, "{" or "["
+    want = "value"  # what comes next: value, key, colon, comma (or a close), key_or_close, value_or_close
+    i = start
+    while True:
+        m = _TOKEN.match(text, i)
+        if m is None:
+            return _CUT_TOKEN.match(text, i) is not None and bool(stack)
+        i = m.end()
+        punct, kind = m.group("punct"), m.lastgroup
+        if want in ("key", "key_or_close"):
+            if kind == "string":
+                want = "colon"
+            elif punct == "}" and want == "key_or_close":
+                stack.pop()
+                want = "comma"
+            else:
+                return False
+        elif want == "colon":
+            if punct != ":":
+                return False
+            want = "value"
+        elif want in ("value", "value_or_close"):
+            if punct in ("{", "["):
+                stack.append(punct)
+                want = "key_or_close" if punct == "{" else "value_or_close"
+            elif punct == "]" and want == "value_or_close":
+                stack.pop()
+                want = "comma"
+            elif kind in ("string", "number", "literal"):
+                want = "comma"
+            else:
+                return False
+        else:  # after a value: a comma, or the close of its container
+            if not stack:
+                return False  # the document ended before the cut: this is no open object
+            if punct == ",":
+                want = "key" if stack[-1] == "{" else "value"
+            elif punct == ("}" if stack[-1] == "{" else "]"):
+                stack.pop()
+                want = "comma"
+            else:
+                return False
 
 
 def _keyed(obj: Mapping[str, Any], names: frozenset[str]) -> bool:

@@ -11,7 +11,12 @@ The layout is in ``tests/corpus/README.md``.
   real-model tests check against the labels);
 - :func:`read` reads a corpus record the way the kernel reads the reply it holds;
 - :func:`compare` says, per labelled field, whether a reading is right, a misread
-  (a value the label does not allow) or lost (flagged where the label has a value).
+  (a value the label does not allow) or lost (flagged where the label has a value);
+- :func:`split_of` says which part of the corpus a record is in (``split.json``):
+  **development** (the replies reading rules may be changed against), **held-out**
+  (fresh replies, labelled before any reader ran on them, that measure the readers
+  as a classifier is measured) or the sealed **reserve** (labelled, never read, that
+  replaces held-out groups moved to development); :func:`evaluate` counts a part.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ from simcore.replies.schema import (
     Likert,
     Option,
     Text,
+    plan,
     reply_kind,
 )
 from simcore.sim.kernel import World
 
 REAL = Path(__file__).resolve().parent / "real"
+SPLITS = ("development", "heldout", "reserve")
 ANY_TEXT = "*"  # the label of a text field that holds an answer of the reply's own (its wording is not compared)
 
 # The fields labelled per reply kind: every field with a fixed answer (an action, an
@@ -162,8 +169,29 @@ def capture() -> Iterator[list[Captured]]:
 
 # -- the corpus ---------------------------------------------------------------------
 
-def load(root: Path = REAL) -> list[dict[str, Any]]:
-    """Every labelled record of the corpus (``*.jsonl.gz`` and ``*.jsonl``), in file order."""
+def split_groups(root: Path = REAL) -> dict[str, set[tuple[str, int]]]:
+    """The (model, seed) groups of the held-out part and of the reserve (``split.json``); every
+    other group is development."""
+    path = root / "split.json"
+    if not path.exists():
+        return {"heldout": set(), "reserve": set()}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {part: {(model, int(seed)) for model, seeds in data[part].items() for seed in seeds}
+            for part in ("heldout", "reserve")}
+
+
+def split_of(rec: Mapping[str, Any], groups: Mapping[str, set[tuple[str, int]]] | None = None) -> str:
+    """"development", "heldout" or "reserve": the part of the corpus ``rec``'s (model, seed) is in."""
+    groups = split_groups() if groups is None else groups
+    group = (rec["model"], int(rec.get("seed") or 0))
+    return next((part for part in ("heldout", "reserve") if group in groups[part]), "development")
+
+
+def load(root: Path = REAL, splits: tuple[str, ...] = ("development", "heldout")) -> list[dict[str, Any]]:
+    """The labelled records of the corpus parts ``splits`` (``*.jsonl.gz`` and ``*.jsonl``), in file
+    order, each with its ``split``. The reserve is left out unless asked for: it stays unread until
+    it replaces held-out replies."""
+    groups = split_groups(root)
     out = []
     for path in sorted([*root.glob("*.jsonl.gz"), *root.glob("*.jsonl")]):
         data = path.read_bytes()
@@ -171,6 +199,9 @@ def load(root: Path = REAL) -> list[dict[str, Any]]:
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 rec = json.loads(line)
+                rec["split"] = split_of(rec, groups)
+                if rec["split"] not in splits:
+                    continue
                 rec["instruction"] = unpack_instruction(rec["messages"], rec["instruction"])
                 rec["where"] = f"{path.name}:{n}"
                 out.append(rec)
@@ -322,6 +353,96 @@ def format_table(table: Mapping[tuple[str, str, str], Mapping[str, int]]) -> str
         for c in COLUMNS:
             total[c] += row[c]
     lines.append("| all | | | " + " | ".join(str(total[c]) for c in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+EVAL_COLUMNS = ("replies", "labelled readable", "read", "misread", "precision", "readable but flagged", "recall")
+
+
+def definite(want: Any) -> bool:
+    """Whether a label gives one value (not null, not ambiguous)."""
+    return want is not None and not (isinstance(want, Mapping) and "ambiguous" in want)
+
+
+def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The readers scored as a classifier, per (split, model, JSON mode, reply kind).
+
+    Per reply: **labelled readable** where its label gives one value for every required
+    field; **read** where a reader found it readable; **misread** where any labelled field
+    was given a value its label does not allow (a read reply, or a field a flagged reply
+    kept); **readable but flagged** where it is labelled readable and the reader flagged
+    it. Precision is the share of read replies with no misread; recall the share of
+    labelled-readable replies read with no misread. Either is None where its denominator
+    is 0.
+    """
+    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for rec in records:
+        label = rec["label"]
+        reading = read(rec)
+        outcomes = compare(label, values(reading, list(label)))
+        required = {f.name for f in plan_of(rec) if f.required}
+        readable = all(definite(label[name]) for name in label if name in required)
+        misread = "misread" in outcomes.values()
+        row = rows.setdefault((rec["split"], rec["model"], rec["json_mode"], rec["kind"]),
+                              {"replies": 0, "labelled readable": 0, "read": 0, "misread": 0,
+                               "misread read": 0, "readable but flagged": 0, "read right": 0})
+        row["replies"] += 1
+        row["labelled readable"] += readable
+        row["read"] += reading.readable
+        row["misread"] += misread
+        row["misread read"] += misread and reading.readable
+        row["readable but flagged"] += readable and not reading.readable
+        row["read right"] += readable and reading.readable and not misread
+    for row in rows.values():
+        _rates(row)
+    return rows
+
+
+def _rates(row: dict[str, Any]) -> None:
+    row["precision"] = None if not row["read"] else 1 - row["misread read"] / row["read"]
+    row["recall"] = None if not row["labelled readable"] else row["read right"] / row["labelled readable"]
+
+
+def plan_of(rec: Mapping[str, Any]) -> tuple[FieldPlan, ...]:
+    """The fields of a record's reply schema."""
+    return plan(schema_of(rec))
+
+
+def totals(rows: Mapping[tuple[str, ...], Mapping[str, Any]], by: int = 1) -> dict[tuple[str, ...], dict[str, Any]]:
+    """:func:`evaluate`'s rows summed over JSON modes and reply kinds (``by=1``: per split and
+    model) or over models too (``by=0``: per split)."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for k, row in rows.items():
+        acc = out.setdefault(k[: by + 1], dict.fromkeys(
+            ("replies", "labelled readable", "read", "misread", "misread read", "readable but flagged", "read right"), 0))
+        for c in acc:
+            acc[c] += row[c]
+    for row in out.values():
+        _rates(row)
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def format_evaluation(rows: Mapping[tuple[str, ...], Mapping[str, Any]], split: str) -> str:
+    """One split's rows of :func:`evaluate` as a Markdown table: per model, JSON mode and reply
+    kind, then per model, then all."""
+    head = "| model | JSON mode | reply kind | " + " | ".join(EVAL_COLUMNS) + " |"
+    lines = [head, "|" + " --- |" * (3 + len(EVAL_COLUMNS))]
+
+    def cells(row: Mapping[str, Any]) -> str:
+        return " | ".join(_pct(row[c]) if c in ("precision", "recall") else str(row[c]) for c in EVAL_COLUMNS)
+
+    mine = {k: v for k, v in rows.items() if k[0] == split}
+    per_model = totals(mine)
+    for (_, model, mode, kind), row in sorted(mine.items()):
+        lines.append(f"| {model} | {mode} | {kind} | {cells(row)} |")
+    for (_, model), row in sorted(per_model.items()):
+        lines.append(f"| **{model}** | all | all | {cells(row)} |")
+    for row in totals(mine, by=0).values():
+        lines.append(f"| **all** | | | {cells(row)} |")
     return "\n".join(lines)
 
 
