@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from simcore.replies.prose import (
     clauses,
-    complete_part,
     dialogue,
     echoes,
     money_mentions,
     negated,
+    opening,
     prepare,
     torn,
     words_of,
@@ -90,10 +90,14 @@ def test_prepare_drops_quotes_and_keeps_what_follows_a_revision():
     assert prepare("Option B, no wait, option C: the board decides.").strip(" ,").startswith("option C")
 
 
-def test_a_cut_reply_keeps_whole_sentences_and_clauses_closed_by_because():
-    assert complete_part("I will defect this round because their last moves") == "I will defect this round "
-    assert complete_part("I cooperate. Unless they") == "I cooperate. "
-    assert complete_part("I will cooperate unless") == ""
+def test_a_cut_reply_keeps_its_opening_sentence_or_a_clause_of_it_closed_by_because():
+    assert opening("I will defect this round because their last moves") == "I will defect this round "
+    assert opening("I cooperate. Unless they") == "I cooperate."
+    assert opening("I will cooperate unless") == ""
+    # Later prose never answers: the conclusion a cut reply was heading for is unknown.
+    assert opening("Let me think it through. I will defect this round. Then") == "Let me think it through."
+    assert opening("### My move\n\nI would cooperate with Agent D. Here's why: the") == "I would cooperate with Agent D."
+    assert opening("I will cooperate. Actually, given their record, I") == ""
     assert prepare("I will cooperate, unless", truncated=True) == ""
 
 

@@ -10,8 +10,9 @@ cuts prose into clauses and says, for each, whether it counts:
   agree"), with no first-person word in it, is history, not the answer;
 - quoted speech is someone else's; an explicit revision ("no wait", "on
   reflection", "make that") leaves only what follows it;
-- in a reply cut at max_tokens only what was complete before the cut counts: whole
-  sentences, and a clause that a "because" shows was finished.
+- in a reply cut at max_tokens only its opening sentence counts, once finished (or
+  the clause of it that a "because" shows was finished): the conclusion a cut reply
+  was heading for is unknown (:func:`opening`).
 
 A clause that counts states an answer only where the speaker **commits** to it
 (:attr:`Clause.commits`): in the first person ("I defect", "my vote is B"), as a
@@ -137,20 +138,41 @@ class Clause:
 
 
 def prepare(text: str, truncated: bool = False) -> str:
-    """The part of a prose reply that may be read: no quotes, after the last revision, complete."""
+    """The part of a prose reply that may be read: no quotes, after the last revision; of a reply
+    cut at max_tokens, only its opening sentence (see :func:`opening`)."""
     text = _QUOTED.sub(" ", text.replace("\u2019", "'"))
     if truncated:
-        text = complete_part(text)
+        text = opening(text)
     marks = list(_REVISION.finditer(text))
     return text[marks[-1].end() :] if marks else text
 
 
-def complete_part(text: str) -> str:
-    """What a cut reply said completely: its whole sentences, and a clause closed by "because"."""
-    ends = [m.end() for m in re.finditer(r"[.!?](?:\s|$)", text)]
-    done, rest = (text[: ends[-1]], text[ends[-1] :]) if ends else ("", text)
-    reason = re.search(r"\b(?:because|since|as|given that)\b", rest)
-    return done + (rest[: reason.start()] if reason else "")
+_HEAD_LINE = re.compile(r"[ \t]*(?:#+[^\n]*|(?:\*\*|__)[^\n]*(?:\*\*|__)[ \t]*:?|[-=*_]{3,})[ \t]*(?:\n|$)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def opening(text: str) -> str:
+    """What a reply cut at max_tokens may say in prose: its opening sentence, once finished.
+
+    The conclusion a cut reply was heading for is unknown, so later prose never
+    answers, and an opening sentence that a later revision ("actually", "on second
+    thought") takes back says nothing. Headings before it are not sentences. An
+    opening sentence cut in the middle gives the clause a "because" shows was
+    finished ("I would cooperate because their ..."), else nothing.
+    """
+    i = 0
+    while (m := _HEAD_LINE.match(text, i)) is not None and m.end() > i:
+        i = m.end()
+    while i < len(text) and text[i].isspace():
+        i += 1
+    end = _SENTENCE_END.search(text, i)
+    if end is None:  # the cut fell inside the opening sentence
+        head = text[i:]
+        reason = re.search(r"\b(?:because|since|as|given that)\b", head)
+        return head[: reason.start()] if reason else ""
+    if _REVISION.search(text, end.start()):
+        return ""
+    return text[i : end.end()]
 
 
 def sentences(text: str) -> list[str]:
