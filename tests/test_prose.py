@@ -50,7 +50,7 @@ def test_a_real_reply_about_other_players_states_no_move():
              "times, while B cooperatively defends themselves by cooperating 2 times; but when both players "
              "cooperate, they both defect 1 time.")
     reading = read_reply(reply, DecisionReply)
-    assert reading.value is None and reading.errors == ("action: missing",)
+    assert reading.value is None and reading.errors == ("action: names no action of its own",)
     # SmolLM2 again, a cut reply: "when asked to cooperate" is a condition on Player A, not a move.
     reply = ("Two players, A and B, are arrested for a crime and interrogated separately by the police. Player A "
              "defends Player B against charges, but Player B defends Player A against charges. However, when asked "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 _NEGATORS = frozenset(
     "not no never nor neither reject rejects rejected rejecting avoid avoids avoiding "
@@ -57,8 +58,13 @@ _THIRD = re.compile(
     r"player \w+|member \w+)\b",
     re.I,
 )
-_SUPPOSE = re.compile(r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming)\b",
-                      re.I)
+# A condition, or a rule over whom or when ("every participant who ...", "otherwise"): a strategy, not a move.
+_SUPPOSE = re.compile(
+    r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming|otherwise|else|"
+    r"until|whoever|whichever|in return|in kind|tit[- ]for[- ]tat|reciprocat\w*|retaliat\w*)\b|"
+    r"\b(?:every|any|each|all|those|anyone|anybody|everyone)\b[^.;:]{0,40}?\b(?:who|that|which|whose)\b",
+    re.I,
+)
 _FRAMING = re.compile(
     r"\b(?:if i (?:had|have|were) to (?:choose|pick|decide|answer|vote|say|bid|rate)|if you ask me|if forced|"
     r"if i must|even if|even though|if anything|if i (?:imagine|put|picture) myself)\b",
@@ -115,6 +121,7 @@ class Clause:
         cue: Whether it recommends or concludes ("you should", "the best move is").
         lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
             a colon ("Defect: you get 5").
+        sentence: The sentence it is part of.
     """
 
     text: str
@@ -123,6 +130,7 @@ class Clause:
     alone: bool
     cue: bool = False
     lead: bool = False
+    sentence: str = ""
 
     @property
     def commits(self) -> bool:
@@ -209,7 +217,7 @@ def clauses(text: str) -> list[Clause]:
                 alone = whole or bool(_CONCLUDES.search(before))
             # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
             lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
-            out.append(Clause(part, counts, first, alone, bool(_CUE.search(part)), lead))
+            out.append(Clause(part, counts, first, alone, bool(_CUE.search(part)), lead, s))
             head = part
     return out
 
@@ -228,6 +236,180 @@ _CUE = re.compile(
     r"(?:the|final) (?:answer|choice|decision|move|vote|pick|recommendation) (?:is|would be|will be))\b",
     re.I,
 )
+
+
+# -- whose answer, to whom ------------------------------------------------------
+
+# The people a clause can name as the one who acts: the speaker, the one addressed, someone else.
+_ACTOR = re.compile(
+    r"\b(?:(?P<me>i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|we've|our|ours|us|let's)|"
+    r"(?P<you>you|you're|you'll|you'd|you've|your|yours|yourself)|"
+    r"(?P<other>they|they're|they'll|they'd|they've|their|theirs|them|themselves|he|she|his|her|hers|him|himself|"
+    r"herself|opponents?|partners?|others|players|participants|members|panelists|everyone|everybody|people|"
+    r"other (?:players?|agents?|sides?|members?|panelists?|participants?)|both (?:players|sides|agents|parties)|"
+    r"both of (?:them|you)|each (?:player|agent|side|of (?:them|you))|all of (?:them|you)|the (?:subagent|group|panel)|"
+    r"(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)))\b",
+    re.I,
+)
+# A recommendation (whose it is depends on who is named), and a stated conclusion (the speaker's).
+_RECOMMEND = re.compile(
+    r"\b(?:should|must|ought to|recommend\w*|suggest\w*|advis\w*|urge\w*|go with|let's|let us|"
+    r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible|ideal|dominant) "
+    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle)|"
+    r"it(?:'s| is| would be| will be) (?:best|better|wise|wiser|right|rational|optimal|ideal) to)\b",
+    re.I,
+)
+_CONCLUDING = re.compile(
+    r"\b(?:the|final|overall) (?:answer|choice|decision|move|vote|pick|selection|rating|verdict)"
+    r"(?: is| would be| will be| here is)?\W*$",
+    re.I,
+)
+# Whom or when an answer is aimed at: an agent after it ("defect against Agent D"), a round or game.
+_AIMED = re.compile(
+    r"\b(?:with|against|towards?|to|versus|vs\.?|for|on)\s+(?:the\s+)?"
+    r"(?P<e>(?:agent|player|opponent|participant|member|panelist)[ _](?:[a-z]|\d+))\b",
+    re.I,
+)
+_WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|five|six|first|second|third|next)\b", re.I)
+_WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
+
+_OBJECT = re.compile(r"\b(?:with|against|towards?|to|versus|vs\.?|for|on|about|than|from|at|by|of|like)\s+(?:the\s+)?$", re.I)
+
+#: The forms an answer takes in prose (see :class:`Said`).
+FORMS = ("own", "bare", "impersonal", "other", "mention")
+
+
+def actor(text: str, at: int) -> str | None:
+    """Who does what ``text`` says at ``at``: "me" (the speaker), "you", "other", or None (no one named).
+
+    The nearest person named before it acts ("I think Player A should defect": Player
+    A; "my opponent will defect": the opponent; "I will cooperate with B and defect with
+    A": the speaker); with none before it, a first person after it makes it the
+    speaker's ("Defect is my choice").
+    """
+    who = None
+    for m in _ACTOR.finditer(text, 0, at):
+        if not _OBJECT.search(text, 0, m.start()):  # ("cooperate with Agent C": Agent C does not act)
+            who = m.lastgroup
+    if who is None and any(m.lastgroup == "me" for m in _ACTOR.finditer(text, at)):
+        return "me"
+    return who
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One answer as a clause of prose gives it.
+
+    Attributes:
+        value: The answer.
+        form: "own" (the speaker commits: "I defect", "you should defect" said to the
+            agent, "the final decision is DEFECT"), "bare" (the answer alone, or leading
+            its sentence), "impersonal" (a recommendation naming no one: "the best
+            strategy is to cooperate"), "other" (a recommendation or directive to someone
+            else: "Player A should defect") or "mention" (anything else: a description,
+            history, a noun).
+        counts: Whether its clause may state an answer (no question, condition or hedge).
+        aimed: The agents, rounds or games it is aimed at ("agent d", "round 2").
+        loud: Written in capitals, as prompts ask for answers.
+    """
+
+    value: Any
+    form: str
+    counts: bool
+    aimed: frozenset[str] = frozenset()
+    loud: bool = False
+
+    @property
+    def voiced(self) -> bool:
+        """Whether it puts the answer in a first-person, directive or recommending form (anywhere,
+        in a condition or a question too): anything but a mere mention."""
+        return self.form != "mention"
+
+
+def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoken: bool = False,
+         loud: bool = False) -> Said:
+    """How ``clause`` gives ``value``, found at ``clause.text[at:end]`` (see :class:`Said`).
+
+    Who acts is read in the sentence up to the answer, so that a subject carries over
+    a coordinated clause. "You" are the speaker addressed (a reply to a question put to
+    the agent) only in a recommendation or directive ("you should defect"; "you are
+    cooperating" describes), and someone else in a reply ``spoken`` to a group.
+    """
+    c = clause.text
+    sentence = clause.sentence or c
+    offset = max(0, sentence.find(c))
+    who = actor(sentence, offset + at)
+    recommends = bool(_RECOMMEND.search(c))
+    if who == "you":
+        who = "other" if spoken else ("me" if recommends else "you")
+    if _antecedent(c, at):
+        form = "mention"  # a supposition ("if I defect while they cooperate, I get 5"), not an answer
+    elif who == "me":
+        form = "own"
+    elif who == "other":
+        form = "other" if recommends else "mention"
+    elif who == "you":
+        form = "mention"
+    elif _CONCLUDING.search(c[:at]):
+        form = "own"
+    elif recommends:
+        form = "impersonal"
+    elif bare_answer and (clause.alone or clause.lead) and not sentence.rstrip().endswith("?"):
+        form = "bare"
+    else:
+        form = "mention"
+    aimed = {m.group("e").lower().replace("_", " ") for m in _AIMED.finditer(c, end)}
+    if who == "other":
+        named = [m.group(0).lower().replace("_", " ") for m in _WHO.finditer(sentence, 0, offset + at)]
+        aimed |= set(named[-1:])
+    aimed |= {m.group(0).lower() for m in _WHEN.finditer(sentence)}
+    return Said(value, form, clause.counts, frozenset(aimed), loud)
+
+
+def _antecedent(text: str, at: int) -> bool:
+    """Whether ``text[at]`` is inside the condition of a conditional ("if I defect ...", "unless
+    they ..."): after a condition word with at most one person named between them. In "if they
+    defect I will defect" the second "defect", after a second person, is the consequence."""
+    marks = list(_SUPPOSE.finditer(text, 0, at))
+    if not marks:
+        return False
+    return sum(1 for _ in _ACTOR.finditer(text, marks[-1].end(), at)) <= 1
+
+
+def weigh(head: list[Said], full: list[Said], what: str) -> tuple[Any, str | None]:
+    """The one answer a reply commits to, or why there is none.
+
+    ``head`` are the answers where the reply may answer (all of it, or the opening
+    sentence of a cut reply), ``full`` those anywhere in it. An answer stands only
+    where the speaker commits to exactly one (in its own voice, or the answer alone,
+    in a clause that states something) and :func:`veto` finds nothing against it. A
+    recommendation that names no one ("the best strategy is to cooperate") counts
+    only in a reply that mentions no other answer at all.
+    """
+    values = {s.value for s in head if s.counts and s.form in ("own", "bare")}
+    if not values:
+        values = {s.value for s in head if s.counts and s.form == "impersonal"}
+        if {s.value for s in full} != values or any(s.form == "other" for s in full):
+            values = set()
+    if len(values) > 1:
+        return None, f"names more than one {what}"
+    if not values:
+        return None, f"names no {what} of its own"
+    return veto(next(iter(values)), full)
+
+
+def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:
+    """``value``, unless the reply puts another answer in a first-person, directive or
+    recommending form anywhere (a condition, a question and a hedge included), or aims
+    its answers at several agents, rounds or games (a plan, a strategy or a textbook
+    example is no one answer)."""
+    others = {s.value for s in full if s.voiced} - {value}
+    if others:
+        return None, f"also puts {', '.join(sorted(map(str, others)))} in a first-person, directive or recommending form"
+    aimed = set().union(*(s.aimed for s in full if s.voiced))
+    if len(aimed) > 1:
+        return None, f"aims answers at several agents, rounds or games ({', '.join(sorted(aimed))})"
+    return value, None
 
 
 _SEP = r"\s*(?:,|/|\||;|&|\+|\bor\b|\band\b|\bvs\.?|\bversus\b|\s-\s)\s*"

@@ -228,9 +228,11 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
-                value, err = f.kind.from_prose(rest, allowed.get(f.name), truncated)
+                value, err = f.kind.from_prose(rest, allowed.get(f.name), truncated, spoken=rp.spoken)
                 if err is None:
                     found.append((2, value))
+                elif rest.strip():
+                    problems.append(err)
             elif f is rp.primary and not keyed and not truncated:
                 body = _prose_body(rest, rp.pattern, instruction, texts)
                 if body:
@@ -286,6 +288,7 @@ class _ReaderPlan(NamedTuple):
     primary: FieldPlan | None  # the text field a reply made of prose fills
     by_alias: dict[str, str]  # alias -> field name (a field's own name first; the first field wins)
     pattern: re.Pattern  # any field's label
+    spoken: bool  # the reply is spoken to a group ("you" are the others): the schema's SPOKEN
 
 
 @lru_cache(maxsize=None)
@@ -304,6 +307,7 @@ def _reader_plan(schema: type) -> _ReaderPlan:
         _first_text(fields),
         by_alias,
         _label_re(list(by_alias)),
+        bool(getattr(schema, "SPOKEN", False)),
     )
 
 

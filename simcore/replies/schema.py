@@ -104,8 +104,11 @@ class Kind:
         """Read one raw value (a JSON value or a label's text)."""
         raise NotImplementedError
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False) -> Result:
-        """Read the field from a whole prose reply (kinds with ``prose``; see :mod:`simcore.replies.prose`)."""
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
+        """Read the field from a whole prose reply (kinds with ``prose``; see :mod:`simcore.replies.prose`).
+
+        ``spoken``: the reply is spoken to a group, so that "you" are the others.
+        """
         return None, "not stated"
 
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
@@ -227,8 +230,9 @@ class Choice(Kind):
         return re.escape(base), rf"{re.escape(stem)}ing", rf"{re.escape(stem)}ion"
 
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
-        value, err = self.from_prose(text, allowed, truncated, first_person=True)
-        return None if err else value
+        said = self._said(prose.prepare(text, truncated))
+        values = {s.value for s in said if s.counts and s.form == "own"}
+        return next(iter(values)) if len(values) == 1 else None
 
     def _any(self) -> str:
         return _any_action(self.options)
@@ -237,24 +241,24 @@ class Choice(Kind):
         return prose.list_spans(text, self._any())
 
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
-                   first_person: bool = False) -> Result:
-        text = prose.prepare(text, truncated)
-        if prose.torn(text):
+                   spoken: bool = False) -> Result:
+        full = prose.prepare(text)
+        if prose.torn(full):
             return None, "says it cannot choose"
+        every = self._said(full, spoken)
+        head = self._said(prose.prepare(text, truncated), spoken) if truncated else every
+        return prose.weigh(head, every, "action")
+
+    def _said(self, text: str, spoken: bool = False) -> list[prose.Said]:
+        """Every action the clauses of ``text`` name, and how (see :func:`simcore.replies.prose.said`)."""
         text = prose.blank(text, self.lists(text))
-        if self._per_opponent(text):
-            return None, "names a move for each of several opponents"
-        loud: set[str] = set()
-        said: set[str] = set()
+        out: list[prose.Said] = []
         binary = len(self.options) == 2
         answer = re.compile(rf"(?<![\w-])(?:{self._any()})(?![\w-])", re.I)
         for clause in prose.clauses(text):
-            if not clause.counts or (first_person and not clause.first_person):
-                continue
             c = clause.text
-            # The speaker's own move: in the first person, recommended, or the move standing alone.
-            stated = clause.states(answer)
             bare = re.sub(r"[\W_]+", " ", c).strip().lower()
+            is_bare = prose.bare(c, answer)
             for o in self.options:
                 verb, ing, noun = self._forms(o)
                 hits = [(m, "verb") for m in re.finditer(rf"(?<![\w-]){verb}(?![\w-])", c, re.I)]
@@ -262,35 +266,19 @@ class Choice(Kind):
                 hits += [(m, "noun") for m in re.finditer(rf"(?<![\w-]){noun}(?![\w-])", c, re.I)]
                 for m, form in hits:
                     neg = prose.negated(c, m.start())
-                    alone = re.fullmatch(rf"(?:{ing}|{noun})(?: it is| again| for me| from me| now)?", bare, re.I)
-                    if form == "noun" and not neg and not alone:
-                        continue  # a noun describes ("mutual cooperation pays"), it does not choose
-                    if form == "ing" and not neg and not alone and not _DOING.search(c[: m.start()]):
-                        continue  # "Cooperating got me exploited" is no move; "I'm defecting" is
-                    if not stated:
-                        continue  # a mention ("both cooperate 3", "you cooperate, they defect")
+                    value = o
                     if neg:
                         if not binary:
                             continue
-                        o = next(x for x in self.options if x != o)
-                    said.add(o)
-                    if m.group(0).isupper():
-                        loud.add(o)
-        return _tiers(loud, said, what="action")
-
-    def _per_opponent(self, text: str) -> bool:
-        """Whether a sentence gives different actions towards different agents ("cooperate with B
-        and defect with A"): a plan over opponents, or a textbook example, is no one move."""
-        aimed = re.compile(rf"(?<![\w-])({self._any()})\s+(?:with|against|towards?)\s+(?:agent\s+|player\s+)?(\w+)", re.I)
-        for sentence in prose.sentences(text):
-            moves = {}
-            for m in aimed.finditer(sentence):
-                word = m.group(1).lower()
-                move = next(o for o in self.options if re.fullmatch("|".join(self._forms(o)[:2]), word))
-                moves.setdefault(move, set()).add(m.group(2).lower())
-            if len(moves) > 1 and len(set().union(*moves.values())) > 1:
-                return True
-        return False
+                        value = next(x for x in self.options if x != o)
+                    one = prose.said(clause, value, m.start(), m.end(), is_bare, spoken, m.group(0).isupper())
+                    alone = re.fullmatch(rf"(?:{ing}|{noun})(?: it is| again| for me| from me| now)?", bare, re.I)
+                    # A noun describes ("mutual cooperation pays"), and so does an "-ing" form that is not
+                    # what someone is doing ("Cooperating got me exploited"; "I'm defecting" is a move).
+                    if not neg and not alone and (form == "noun" or (form == "ing" and not _DOING.search(c[: m.start()]))):
+                        one = dataclasses.replace(one, form="mention")
+                    out.append(one)
+        return out
 
     def example(self) -> str:
         return " or ".join(f'"{o}"' for o in self.options)
@@ -418,71 +406,92 @@ class Option(Kind):
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, self._key_re(self._table(allowed)), keys=True)
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, strict: bool = False) -> Result:
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
+                   strict: bool = False) -> Result:
         table = self._table(allowed)
-        text = prose.prepare(text, truncated)
-        if prose.torn(text):
+        full = prose.prepare(text)
+        if prose.torn(full):
             return None, "says it cannot choose"
-        text = prose.blank(text, self.lists(text, allowed))
+        every = self._said(full, table, spoken)
+        head = self._said(prose.prepare(text, truncated), table, spoken) if truncated else every
+        rejected = {s.value for s, tier in every if tier == "rejected"}
+
+        def committed(tier: str) -> set[str]:
+            return {s.value for s, t in head if t == tier and s.counts and s.form in ("own", "bare")} - rejected
+
+        value, err = _tiers(committed("strong"), *(() if strict else (committed("weak"),)), what="option")
+        if err is not None and not strict:
+            # A recommendation naming no one ("the best option is B"), in a reply that names no other option.
+            named = {s.value for s, _ in every}
+            impersonal = {s.value for s, t in head if s.counts and s.form == "impersonal"} - rejected
+            if len(impersonal) == 1 and named == impersonal and not any(s.form == "other" for s, _ in every):
+                value, err = next(iter(impersonal)), None
+        if err is not None:
+            return None, err
+        # Another option chosen anywhere, in any voice (a condition, a question, a recommendation to
+        # others), or options aimed at several rounds or agents: no one answer.
+        return prose.veto(value, [s for s, t in every if t != "rejected"])
+
+    def _said(self, text: str, table: dict[str, str], spoken: bool) -> list[tuple[prose.Said, str]]:
+        """Every option ``text`` names, with how (see :func:`simcore.replies.prose.said`) and its tier:
+        "strong" (chosen: a verb of choice, "is my choice", the key alone), "weak" (named where the
+        speaker speaks, or leading the reply), "rejected" (negated, or a key with another's words)."""
+        text = prose.blank(text, self.lists(text, table))
         keys = {k.lower(): k for k in table}
         kre = self._key_re(table)
         pre = "|".join(self.prefix)
-        strong: set[str] = set()
-        weak: set[str] = set()
-        rejected: set[str] = set()
+        out: list[tuple[prose.Said, str]] = []
         first_line = text.strip().split("\n", 1)[0]
         lead = self._read_value(first_line, table) if len(first_line) < 200 else None
         # A first line that states an option ("B) Keep it", "Option B - because"), not one that
         # says something about it ("Option A is too drastic").
         said_of = re.match(rf"^\W*(?:(?:{pre})\s*)?[(\[]?(?:{kre})[)\]]?\s+{_PREDICATE}", first_line, re.I)
         if lead is not None and lead[1] is None and not said_of:
-            weak.add(lead[0])
+            out.append((prose.Said(lead[0], "bare", True), "weak"))
         # A one-letter key is a capital here: "a" is an article ("I choose a different path").
         kcs = "|".join(f"(?-i:{re.escape(k)})" if len(k) == 1 and k.isalpha() else re.escape(k)
                        for k in sorted(table, key=len, reverse=True))
         affirm = re.compile(rf"\b{_AFFIRM}\s*[:\-]?\s*(?:for\s+)?(?:(?:{pre})\s*)?[(\[]?(?P<key>{kcs})(?![\w'])", re.I)
         after = re.compile(rf"(?:\b(?:{pre})\s*)?[(\[]?\b(?P<key>{kcs})\b[)\]]?[^.;]{{0,40}}?\b{_CHOSEN_AFTER}", re.I)
         named = re.compile(rf"\b(?:{pre})\s*[:#]?\s*[(\[]?(?P<key>{kre})(?![\w'])", re.I)
+        described = re.compile(rf"[)\]]?\s+{_PREDICATE}", re.I)
         texts = {key: r"\b" + r"\W+".join(map(re.escape, words)) + r"\b"
                  for key, words in ((k, _lead_words(t)) for k, t in table.items()) if len(words) >= 2}
         # An option named bare: its key (after a word that names it) or its own words, and nothing else.
         answer = re.compile("|".join([named.pattern, *texts.values()]), re.I)
         for clause in prose.clauses(text):
             c = clause.text
-            if not clause.counts:
-                continue
             whole = c.strip().strip("*_ ")
             if re.fullmatch(rf"[(\[]?(?:{kre})[)\]]?[.!]?", whole, re.IGNORECASE):
-                if clause.alone:
-                    strong.add(keys[whole.strip("()[].! ").lower()])
+                key = keys[whole.strip("()[].! ").lower()]
+                alone = clause.alone and not clause.sentence.rstrip().endswith("?")
+                out.append((prose.Said(key, "bare" if alone else "mention", clause.counts), "strong"))
                 continue
-            for pattern, tier in ((affirm, strong), (after, strong)):
+            is_bare = prose.bare(c, answer)
+            for pattern in (affirm, after):
                 for m in pattern.finditer(c):
                     key = keys[m.group("key").lower()]
-                    (rejected if prose.negated(c, m.start()) else tier).add(key)
-            # A mere mention ("Option A is too drastic") is no choice; a committed or bare one is.
-            stated = clause.states(answer)
-            for m in named.finditer(c):
-                key = keys[m.group("key").lower()]
-                if prose.negated(c, m.start()):
-                    rejected.add(key)
-                elif stated:
-                    weak.add(key)
-            for key, pattern in texts.items():  # an option named by its own words
-                for m in re.finditer(pattern, c, re.IGNORECASE):
                     if prose.negated(c, m.start()):
-                        rejected.add(key)
-                    elif stated:
-                        weak.add(key)
+                        out.append((prose.Said(key, "mention", clause.counts), "rejected"))
+                    else:
+                        out.append((prose.said(clause, key, m.start("key"), m.end(), False, spoken), "strong"))
+            # A mere mention ("Option A is too drastic") is no choice; a committed or bare one is.
+            found = [(keys[m.group("key").lower()], m) for m in named.finditer(c)]
+            found += [(key, m) for key, pattern in texts.items() for m in re.finditer(pattern, c, re.IGNORECASE)]
+            for key, m in found:
+                if prose.negated(c, m.start()):
+                    out.append((prose.Said(key, "mention", clause.counts), "rejected"))
+                elif described.match(c, m.end()):
+                    out.append((prose.Said(key, "mention", clause.counts), "weak"))
+                else:
+                    out.append((prose.said(clause, key, m.start(), m.end(), is_bare, spoken), "weak"))
         # A key given the words of another option ("D) Add more sessions", B's text) says neither.
         for m in re.finditer(rf"(?<![\w'])(?P<key>{kcs})[)\].:]\s+(?P<rest>[^\n]{{0,80}})", text):
             key = keys[m.group("key").lower()]
             others = {k for k, t in table.items() if k != key and t and _starts_with(m.group("rest"), t)}
             if others:
-                rejected |= others | {key}
-        if strict:
-            return _tiers(strong - rejected, what="option")
-        return _tiers(strong - rejected, weak - rejected, what="option")
+                out += [(prose.Said(k, "mention", True), "rejected") for k in others | {key}]
+        return out
 
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         value, err = self.from_prose(text, allowed, truncated, strict=True)
@@ -597,7 +606,7 @@ class Likert(Kind):
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True)))
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
                    first_person: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
@@ -699,7 +708,8 @@ class Amount(Kind):
             return None, f"{_show(raw)} gives {'no' if not kept else 'more than one'} amount"
         return self._check(kept.pop(), raw)
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, strict: bool = False) -> Result:
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
+                   strict: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
@@ -799,7 +809,7 @@ class Confidence(Kind):
         distinct = {round(v, 9) for _, (v, _e) in values}
         return (values[0][1][0], None) if len(distinct) == 1 else (None, f"{_show(raw)} gives more than one number")
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False) -> Result:
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
         text = prose.prepare(text, truncated)
         found: set[float] = set()
         for clause in prose.clauses(text):
