@@ -334,3 +334,86 @@ def test_a_field_labelled_twice_differently_is_unreadable_unless_the_reply_revis
     # Labels of another's or an earlier answer are not the reply's own.
     r = read_reply("Their last move: DEFECT\nInitial decision: DEFECT\nMy decision: COOPERATE", Move)
     assert r.value.action == "COOPERATE" and r.how == "label"
+
+
+# -- precision first (issue 42): a reply answers only where the model itself commits to one answer ----------
+# The replies below are the issue's own examples (SmolLM2-135M-Instruct and Qwen2.5-Coder-0.5B, JSON mode off,
+# --decision-prompt original, seed 33): each was played as a move before.
+
+@pytest.mark.parametrize("reply, finish", [
+    # A textbook account: recommendations to other players are never the agent's move.
+    ("Player A (A) should choose to defect (DEFECT), as it guarantees a better outcome for both players, "
+     "whereas Player B (B) must choose to cooperate.", "stop"),
+    # Moves aimed at two opponents, in a cut reply.
+    ("I would cooperate with Agent C (who defected) and defect again to Agent D. This is a classic prisoner's "
+     "dilemma scenario where the best strategy is to both cooperate", "length"),
+    # A recommendation per round: a plan, and its last sentence cut.
+    ("For round 1, the best choice is the Defect. For round 2, I recommend the Defect again. For round 3, the",
+     "length"),
+    # The re-ask's format hint copied and broken off: no valid JSON prefix.
+    ('{"action": "COOPERATE" or {"DEFECT_INVESTIGATORY_', "length"),
+    # A strategy over opponents, cut: a conditional is no move.
+    ("You should cooperate with every other participant who has cooperated before. If you have not cooperated "
+     "before, you should defect. This way", "length"),
+    # A cut ramble.
+    ("I'm taking 1 player who defects 0.5% of the time and", "length"),
+    # Another move in a condition's consequence.
+    ("I will cooperate. If they defect, I will defect too.", "stop"),
+    # A later sentence of a cut reply: the conclusion it was heading for is unknown.
+    ("Let me weigh the payoffs first. I will defect this round. But", "length"),
+])
+def test_a_reply_that_commits_to_no_one_move_of_its_own_is_unreadable(reply, finish):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish)
+    assert not r.readable and r.value is None, r
+
+
+@pytest.mark.parametrize("reply, finish, action", [
+    ("I would choose to cooperate.", "stop", "COOPERATE"),
+    ("Therefore, my decision is COOPERATE.", "stop", "COOPERATE"),
+    # A cut reply that commits in its opening sentence (Qwen2.5, seed 33): precision is not bought with these.
+    ("I would make a decision to cooperate with Agent D. Here's why: Agent D cooperated with me before and", "length",
+     "COOPERATE"),
+    # A supposition weighed in a chain of thought is no answer; the conclusion is.
+    ("If I defect while they cooperate, I get 5, but they will retaliate. So my final choice is to cooperate.", "stop",
+     "COOPERATE"),
+    # "You" are the agent, in a reply to the question put to it.
+    ("You should defect this time.", "stop", "DEFECT"),
+    # A recommendation naming no one counts in a reply that names nothing else.
+    ("The best move here is to cooperate.", "stop", "COOPERATE"),
+    # A label answers in a cut reply.
+    ("Decision: DEFECT\nReasoning: they defected against me in the last game, and", "length", "DEFECT"),
+])
+def test_a_reply_that_commits_to_one_move_is_read(reply, finish, action):
+    r = read_reply(reply, _decision_reply(), finish_reason=finish)
+    assert r.readable and r.value.action == action, r
+
+
+def test_an_impersonal_recommendation_counts_only_in_a_reply_that_names_nothing_else():
+    assert read_reply("The best strategy is to cooperate.", _decision_reply()).value.action == "COOPERATE"
+    assert not read_reply("The best strategy is to cooperate. Defecting gets 5 once, then 1 a game.",
+                          _decision_reply()).readable
+    assert not read_reply("The best strategy is to cooperate, and Player B should defect.", _decision_reply()).readable
+
+
+def test_you_are_the_others_in_a_reply_spoken_to_a_group():
+    # SmolLM2, veil deliberation turn, a re-ask reply (seed 21): "I ask you to choose principle 1" chooses nothing.
+    from scenarios.veil_of_ignorance.experiment import Turn
+
+    allowed = {"principle": {"1": "Maximize the minimum income", "2": "Maximize the average income",
+                             "3": "Maximize the average with a floor constraint",
+                             "4": "Maximize the average with a range constraint"}}
+    reply = "I ask you to choose principle 1 for round two, so that the poorest are protected."
+    r = read_reply(reply, Turn, allowed=allowed)
+    assert r.fields.get("principle") is None
+    assert read_reply("I choose principle 1, so that the poorest are protected.", Turn,
+                      allowed=allowed).value.principle == "1"
+
+
+def test_an_option_described_or_chosen_by_another_is_no_vote():
+    allowed = {"option": THERAPY}
+    assert not read_reply("I think option A is too drastic.", Vote, allowed=allowed).readable
+    assert not read_reply("Agent B prefers option A.", Vote, allowed=allowed).readable
+    assert read_reply("I think option A is too drastic, so I vote for C.", Vote, allowed=allowed).value.option == "C"
+    # Another option chosen anywhere, in a condition too: no one vote.
+    assert not read_reply("I vote for C. If the ethics board is slow, I would choose A.", Vote,
+                          allowed=allowed).readable

@@ -52,6 +52,7 @@ class Discussion:
     """Phase 2 reply: the public statement of one turn."""
 
     KIND: ClassVar[str] = "discussion"
+    SPOKEN: ClassVar[bool] = True  # said to the others: "you" in it are they, not this agent
     response: str = text("statement", "position", "answer")
     confidence: float | None = confidence()
 

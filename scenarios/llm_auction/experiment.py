@@ -85,6 +85,7 @@ class Proposal:
     """
 
     KIND: ClassVar[str] = "proposal"
+    SPOKEN: ClassVar[bool] = True  # said to the others: "you" in it are they, not this agent
     option: str = option()
     confidence: float | None = confidence()
     argument: str | None = text("case", "proposal", required=False)
@@ -95,6 +96,7 @@ class Critique:
     """A critique or comment; ``critique`` false means the agent stays silent."""
 
     KIND: ClassVar[str] = "critique"
+    SPOKEN: ClassVar[bool] = True  # said to the others: "you" in it are they, not this agent
     critique: bool = flag("speak", "comment", required=True)
     option: str | None = option(required=False)
     confidence: float | None = confidence()

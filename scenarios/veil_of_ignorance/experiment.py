@@ -113,6 +113,7 @@ class Turn:
     """One deliberation turn; the constraint principles (3, 4) need an amount."""
 
     KIND: ClassVar[str] = "turn"
+    SPOKEN: ClassVar[bool] = True  # said to the others: "you" in it are they, not this agent
     strategy: str | None = text(required=False)
     message: str = text("public message")
     principle: str = option(

@@ -279,19 +279,19 @@ _OBJECT = re.compile(r"\b(?:with|against|towards?|to|versus|vs\.?|for|on|about|t
 FORMS = ("own", "bare", "impersonal", "other", "mention")
 
 
-def actor(text: str, at: int) -> str | None:
+def actor(text: str, at: int, end: int | None = None) -> str | None:
     """Who does what ``text`` says at ``at``: "me" (the speaker), "you", "other", or None (no one named).
 
     The nearest person named before it acts ("I think Player A should defect": Player
     A; "my opponent will defect": the opponent; "I will cooperate with B and defect with
     A": the speaker); with none before it, a first person after it makes it the
-    speaker's ("Defect is my choice").
+    speaker's ("Defect is my choice"), up to ``end`` (the end of its clause).
     """
     who = None
     for m in _ACTOR.finditer(text, 0, at):
         if not _OBJECT.search(text, 0, m.start()):  # ("cooperate with Agent C": Agent C does not act)
             who = m.lastgroup
-    if who is None and any(m.lastgroup == "me" for m in _ACTOR.finditer(text, at)):
+    if who is None and any(m.lastgroup == "me" for m in _ACTOR.finditer(text, at, len(text) if end is None else end)):
         return "me"
     return who
 
@@ -338,7 +338,7 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
     c = clause.text
     sentence = clause.sentence or c
     offset = max(0, sentence.find(c))
-    who = actor(sentence, offset + at)
+    who = actor(sentence, offset + at, offset + len(c))
     recommends = bool(_RECOMMEND.search(c))
     if who == "you":
         who = "other" if spoken else ("me" if recommends else "you")

@@ -595,8 +595,9 @@ class Likert(Kind):
         return (next(iter(found)) if found else None), None
 
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
-        value, err = self.from_prose(text, allowed, truncated, first_person=True)
-        return None if err else value
+        said, _ = self._said(prose.prepare(text, truncated))
+        values = {s.value for s in said if s.counts and s.form == "own"}
+        return next(iter(values)) if len(values) == 1 else None
 
     def _answer(self) -> re.Pattern:
         """A rating as prose gives it: a label of the scale, or a score ("3", "3/4", "3 out of 4")."""
@@ -606,23 +607,36 @@ class Likert(Kind):
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, "|".join(re.escape(x) for x in sorted(self.scale, key=len, reverse=True)))
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
-                   first_person: bool = False) -> Result:
-        text = prose.prepare(text, truncated)
-        if prose.torn(text):
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
+        full = prose.prepare(text)
+        if prose.torn(full):
             return None, "says it cannot choose"
+        every, err = self._said(full, spoken)
+        if truncated:
+            head, err = self._said(prose.prepare(text, truncated), spoken)
+        else:
+            head = every
+        return (None, err) if err else prose.weigh(head, every, "rating")
+
+    def _said(self, text: str, spoken: bool = False) -> tuple[list[prose.Said], str | None]:
+        """The rating each clause of ``text`` gives, and how; and the first error of a clause that
+        states one (two ratings, one off the scale)."""
         text = prose.blank(text, self.lists(text))
-        found: set[int] = set()
         answer = self._answer()
+        out: list[prose.Said] = []
+        error = None
         for clause in prose.clauses(text):
-            if not clause.counts or (first_person and not clause.first_person) or not clause.states(answer):
-                continue
+            m = answer.search(clause.text)
             k, err = self._scan(clause.text, numbers="rated")
-            if err:
-                return None, err
+            if m is None and k is None:
+                continue
+            at, end = m.span() if m else (0, len(clause.text))  # (an ordinal: "the third option")
+            one = prose.said(clause, k, at, end, m is not None and prose.bare(clause.text, answer), spoken)
+            if err and error is None and one.counts and one.form in ("own", "bare"):
+                error = err
             if k is not None:
-                found.add(k)
-        return _tiers(found, what="rating")
+                out.append(one)
+        return out, error
 
 
 @lru_cache(maxsize=64)
@@ -710,7 +724,7 @@ class Amount(Kind):
 
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
                    strict: bool = False) -> Result:
-        text = prose.prepare(text, truncated)
+        original, text = text, prose.prepare(text, truncated)
         if prose.torn(text):
             return None, "says it cannot choose"
         cued: set[float] = set()
@@ -737,7 +751,20 @@ class Amount(Kind):
         if word and (cued | said) - word:
             return None, "both declines and names an amount"
         value, err = _tiers(cued, *(() if strict else (said, word)), what="amount")
+        if err:
+            return None, err
+        value, err = prose.veto(value, self._voiced(prose.prepare(original), spoken))
         return (None, err) if err else self._check(value, text)
+
+    def _voiced(self, text: str, spoken: bool) -> list[prose.Said]:
+        """The amounts ``text`` proposes anywhere (a condition and a question too), and how."""
+        out = []
+        for clause in prose.clauses(text):
+            c = clause.text
+            for m in prose.money_mentions(c):
+                if self._fits(m) and not prose.negated(c, m.at) and _AMOUNT_CUE.search(c[max(0, m.at - 40) : m.at]):
+                    out.append(prose.said(clause, m.value, m.at, m.at + 1, False, spoken))
+        return out
 
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         value, err = self.from_prose(text, allowed, truncated, strict=True)
