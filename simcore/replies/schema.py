@@ -25,7 +25,8 @@ value or an error; it never guesses and never clamps. Reading a whole reply
 (JSON, then labelled lines, then prose) is :mod:`simcore.replies.reading`.
 
 A field without a default is *required*: the reply is unreadable without it.
-Optional fields default to None and stay None when absent or unreadable.
+Optional fields default to None and stay None when absent or unreadable. A reply
+spoken to a group sets ``SPOKEN: ClassVar[bool] = True``: "you" in it are the others.
 Plain annotations (str, float, bool, ``list[str]``, ``Literal[...]``) get a kind
 from their type, so a minimal schema needs no helpers.
 """
