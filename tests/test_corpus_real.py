@@ -84,3 +84,34 @@ def test_a_record_is_read_as_the_kernel_read_its_reply(tmp_path):
             names = list(real.LABELLED[c.kind])
             assert real.values(real.read(rec), names) == real.values(c.reading, names)
             assert rec["instruction"] == c.instruction
+
+
+def test_the_corpus_has_a_held_out_part_of_fresh_decisions_from_every_model():
+    # Held out (split.json): fresh (model, seed) groups, JSON mode off, labelled before any reader ran on them.
+    held = [r for r in RECORDS if r["split"] == "heldout"]
+    for model in ("smollm2", "gemma", "qwen"):
+        decisions = [r for r in held if r["model"] == model and r["kind"] == "decision"]
+        assert len(decisions) >= 100, model
+        assert {r["json_mode"] for r in decisions} == {"off"}
+        assert {"original", "structured"} <= {_decision_prompt(r) for r in decisions}, model
+    assert {"ballot", "rating"} <= {r["kind"] for r in held}
+    groups = real.split_groups()
+    assert not groups["heldout"] & {(r["model"], int(r["seed"])) for r in RECORDS if r["split"] == "development"}
+
+
+def _decision_prompt(rec):
+    return "original" if "--decision-prompt original" in rec["flags"] else "structured"
+
+
+def test_the_docs_tables_are_what_the_readers_give_now():
+    # docs/real-models.md carries the development and held-out scores, written by benchmarks/eval_readers.py.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "eval_readers.py"
+    spec = importlib.util.spec_from_file_location("eval_readers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    md, _ = module.tables()
+    doc = module.DOCS.read_text(encoding="utf-8")
+    assert module.with_tables(doc, md) == doc, "run python benchmarks/eval_readers.py"

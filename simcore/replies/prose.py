@@ -15,12 +15,15 @@ cuts prose into clauses and says, for each, whether it counts:
   was heading for is unknown (:func:`opening`).
 
 A clause that counts states an answer only where the speaker **commits** to it
-(:attr:`Clause.commits`): in the first person ("I defect", "my vote is B"), as a
-recommendation ("you should cooperate", "the best move is to defect"), or as the
-answer alone, a sentence of its own or after a lead-in that concludes ("So: B",
-"My answer: DEFECT"); an answer after another lead-in ("Round 1: DEFECT", "Agent B:
-DEFECT") describes that, not the speaker's choice. Lists that name several answers
-("COOPERATE or DEFECT", "DEFECT, DEFECT", an option list) never count
+(:func:`said`, :func:`weigh`): in its own voice ("I defect", "my vote is B", "you
+should cooperate" said to the agent), as a stated conclusion ("the final decision is
+DEFECT"), or as the answer alone, a sentence of its own or after a lead-in that
+concludes ("So: B"); never as a recommendation to someone else ("Player A should
+defect"), and an impersonal recommendation ("the best move is to defect") only in a
+reply that names nothing else. A reply that voices another answer anywhere (in a
+condition's consequence, a question, a recommendation to others), or aims answers at
+several agents or rounds, commits to none (:func:`veto`). Lists that name several
+answers ("COOPERATE or DEFECT", "DEFECT, DEFECT", an option list) never count
 (:func:`list_spans`).
 
 Negation is judged per mention (:func:`negated`), within its clause. The kinds of
@@ -115,10 +118,8 @@ class Clause:
     Attributes:
         text: The clause.
         counts: Whether it may state the speaker's answer (see the module docstring).
-        first_person: Whether it has a first-person word.
         alone: Whether it stands alone as an answer: a whole sentence, or a conclusion
             ("..., so B.", "My answer: B"), not the value of another lead-in ("Round 1: B").
-        cue: Whether it recommends or concludes ("you should", "the best move is").
         lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
             a colon ("Defect: you get 5").
         sentence: The sentence it is part of.
@@ -126,23 +127,9 @@ class Clause:
 
     text: str
     counts: bool
-    first_person: bool
     alone: bool
-    cue: bool = False
     lead: bool = False
     sentence: str = ""
-
-    @property
-    def commits(self) -> bool:
-        """Whether an answer in it is the speaker's own: a clause that counts, in the first
-        person or with a cue. (An answer standing alone, or leading its sentence, is judged
-        by the kind, which knows what a bare answer looks like: see :func:`bare`.)"""
-        return self.counts and (self.first_person or self.cue)
-
-    def states(self, answer: re.Pattern) -> bool:
-        """Whether the clause commits to an answer that ``answer`` finds: :attr:`commits`, or the
-        answer bare (:func:`bare`), alone or leading its sentence."""
-        return self.commits or (self.counts and (self.alone or self.lead) and bare(self.text, answer))
 
 
 def prepare(text: str, truncated: bool = False) -> str:
@@ -217,27 +204,17 @@ def clauses(text: str) -> list[Clause]:
                 alone = whole or bool(_CONCLUDES.search(before))
             # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
             lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
-            out.append(Clause(part, counts, first, alone, bool(_CUE.search(part)), lead, s))
+            out.append(Clause(part, counts, alone, lead, s))
             head = part
     return out
 
 
-# A lead-in that concludes (before a colon), and cues of a recommendation or a stated answer.
+# A lead-in that concludes (before a colon).
 _CONCLUSION = re.compile(
     r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
     r"bottom line|final|answer|decision|choice|move|vote|pick|recommendation|selection)\b\W*$",
     re.I,
 )
-_CUE = re.compile(
-    r"\b(?:should|must|recommend\w*|suggest\w*|advis\w*|go with|let's|let us|"
-    r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible) "
-    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet)|"
-    r"it(?:'s| is| would be) (?:best|better|wise|wiser|right|rational|optimal) to|"
-    r"(?:the|final) (?:answer|choice|decision|move|vote|pick|recommendation) (?:is|would be|will be))\b",
-    re.I,
-)
-
-
 # -- whose answer, to whom ------------------------------------------------------
 
 # The people a clause can name as the one who acts: the speaker, the one addressed, someone else.
