@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcore.replies.prose import (
+    bare,
     clauses,
     dialogue,
     echoes,
@@ -16,7 +17,10 @@ from simcore.replies.prose import (
     negated,
     opening,
     prepare,
+    rounds_written,
+    said,
     torn,
+    veto,
     words_of,
     words_to_number,
 )
@@ -64,11 +68,8 @@ def test_a_real_reply_about_other_players_states_no_move():
 
 @pytest.mark.parametrize("text, counts", [
     ("I will cooperate.", [True]),
-    ("Both players cooperate and each other player defects.", [False, False]),  # about others
-    ("They protect themselves by cooperating.", [False]),
     ("I cooperate when they cooperate.", [False]),  # a condition: a strategy, not this move
     ("It seems that the option C is best.", [False]),  # hedged (SmolLM2, then "B and D are both best")
-    ("They cooperated last round.", [False]),  # about others, no first person
     ("Should I cooperate?", [False]),
     ("If they defect, I will defect too.", [False, False]),  # a supposition, consequent included
     ("If I had to choose, I'd pick C.", [True, True]),  # a framing, not a supposition
@@ -77,6 +78,47 @@ def test_a_real_reply_about_other_players_states_no_move():
 ])
 def test_which_clauses_may_state_an_answer(text, counts):
     assert [c.counts for c in clauses(text)] == counts
+
+
+@pytest.mark.parametrize("text, forms", [
+    ("I will cooperate.", ["own"]),
+    ("Both players cooperate and each other player defects.", ["mention", "mention"]),  # about others
+    ("I think Player A should defect.", ["other"]),  # the nearest person named before it acts
+    ("I will cooperate with Agent B and defect against Agent C.", ["own", "own"]),  # (aimed at two agents)
+    ("You should defect.", ["own"]),  # "you" are the agent asked
+    ("You are cooperating with the subagent.", ["mention"]),  # a description, no directive
+    ("The best move is to cooperate.", ["impersonal"]),
+    ("The final decision is DEFECT.", ["own"]),
+    ("DEFECT.", ["bare"]),
+    ("If I defect while they cooperate, I get 5.", ["mention", "mention"]),  # a supposition
+    ("If they defect, I will defect.", ["mention", "own"]),  # the consequence is voiced
+])
+def test_whose_answer_a_clause_gives(text, forms):
+    answer = re.compile(r"cooperat\w*|defect\w*", re.I)
+    got = []
+    for clause in clauses(text):
+        for m in answer.finditer(clause.text):
+            got.append(said(clause, m.group(0).upper(), m.start(), m.end(), bare(clause.text, answer)).form)
+    assert got == forms
+
+
+def test_you_are_the_others_in_a_reply_spoken_to_a_group():
+    (clause,) = clauses("You should choose principle 1.")
+    assert said(clause, "1", 21, 22, False).form == "own"
+    assert said(clause, "1", 21, 22, False, spoken=True).form == "other"
+
+
+def test_answers_aimed_at_several_agents_or_rounds_are_no_one_answer():
+    def one(text):
+        answer = re.compile(r"cooperat\w*|defect\w*", re.I)
+        return [said(c, m.group(0)[:3].upper(), m.start(), m.end(), False) for c in clauses(text)
+                for m in answer.finditer(c.text)]
+
+    assert veto("COO", one("I will cooperate with Agent B."))[1] is None
+    assert "several" in veto("COO", one("I will cooperate with Agent B and cooperate with Agent C."))[1]
+    assert "several" in veto("DEF", one("In round 1 I defect. In round 2 I defect."))[1]
+    assert "also puts" in veto("COO", one("I will cooperate. If they defect, I will defect."))[1]
+    assert rounds_written("**Round 1:** you DEFECT\nDecision: COOPERATE\n**Round 2:** you DEFECT") == {"1", "2"}
 
 
 def test_a_conclusion_stands_alone():

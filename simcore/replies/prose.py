@@ -6,8 +6,8 @@ cuts prose into clauses and says, for each, whether it counts:
 - questions, suppositions and conditions ("if they defect, I will defect", "when
   asked to cooperate, A defects") and hedges ("I might cooperate") state nothing;
   a framing such as "if I had to choose" is not a supposition;
-- a clause about others or the past ("they cooperated", "most people would
-  agree"), with no first-person word in it, is history, not the answer;
+- an answer someone else gives or is advised to give ("they cooperated", "Player A
+  should defect") is not the speaker's (:func:`actor`);
 - quoted speech is someone else's; an explicit revision ("no wait", "on
   reflection", "make that") leaves only what follows it;
 - in a reply cut at max_tokens only its opening sentence counts, once finished (or
@@ -178,6 +178,8 @@ def sentences(text: str) -> list[str]:
 def clauses(text: str) -> list[Clause]:
     """The clauses of ``text``, each with whether it may state the speaker's answer."""
     out = []
+    # A line that ends in a colon leads in to the next ("the decision for Agent C is:" over "COOPERATE").
+    text = _LEADS_IN.sub(": ", text)
     for sentence in sentences(text):
         s = sentence.strip()
         supposed = bool(_SUPPOSE.search(_FRAMING.sub(" ", s)))
@@ -193,9 +195,8 @@ def clauses(text: str) -> list[Clause]:
         for i, (part, before) in enumerate(parts):
             if not part.strip():
                 continue
-            first = bool(_FIRST.search(part))
-            about_others = bool(_THIRD.search(part)) and not first
-            counts = not (question or supposed or about_others or _HEDGE.search(part) or _WHETHER.search(part))
+            # (Whose answer a clause gives is read per answer: see said().)
+            counts = not (question or supposed or _HEDGE.search(part) or _WHETHER.search(part))
             if before.endswith(":"):
                 # "My answer: B", "So: B" conclude; "Round 1: B", "Agent B: DEFECT" give a value of something else.
                 alone = bool(_FIRST.search(head) or _CONCLUSION.search(head) or _CONCLUSION.search(before[:-1]))
@@ -209,6 +210,7 @@ def clauses(text: str) -> list[Clause]:
     return out
 
 
+_LEADS_IN = re.compile(r":[ \t]*\n\s*(?=\S)")
 # A lead-in that concludes (before a colon).
 _CONCLUSION = re.compile(
     r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
@@ -224,13 +226,13 @@ _ACTOR = re.compile(
     r"(?P<other>they|they're|they'll|they'd|they've|their|theirs|them|themselves|he|she|his|her|hers|him|himself|"
     r"herself|opponents?|partners?|others|players|participants|members|panelists|everyone|everybody|people|"
     r"other (?:players?|agents?|sides?|members?|panelists?|participants?)|both (?:players|sides|agents|parties)|"
-    r"both of (?:them|you)|each (?:player|agent|side|of (?:them|you))|all of (?:them|you)|the (?:subagent|group|panel)|"
+    r"both of (?:them|you)|each (?:player|agent|side|of (?:them|you))|all of (?:them|you)|the (?:group|panel)|"
     r"(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)))\b",
     re.I,
 )
 # A recommendation (whose it is depends on who is named), and a stated conclusion (the speaker's).
 _RECOMMEND = re.compile(
-    r"\b(?:should|must|ought to|recommend\w*|suggest\w*|advis\w*|urge\w*|go with|let's|let us|"
+    r"\b(?:should|must|ought to|recommend\w*|(?:i|we)(?:'d| would)? suggest|advis\w*|urge\w*|go with|let's|let us|"
     r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible|ideal|dominant) "
     r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle)|"
     r"it(?:'s| is| would be| will be) (?:best|better|wise|wiser|right|rational|optimal|ideal) to)\b",
@@ -251,6 +253,15 @@ _WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|fiv
 _WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
 
 _OBJECT = re.compile(r"\b(?:with|against|towards?|to|versus|vs\.?|for|on|about|than|from|at|by|of|like)\s+(?:the\s+)?$", re.I)
+
+_ROUND_HEAD = re.compile(r"^[ \t>#*_\-]*(?:\d{1,2}[.)][ \t]+)?[*_]*(?:round|game)[ \t]+(\d+)\b", re.I | re.M)
+
+
+def rounds_written(text: str) -> set[str]:
+    """The rounds or games a reply writes a section for ("**Round 2:** ..." at the start of a line):
+    a reply that writes several has invented a game by game account, not given this one answer."""
+    return set(_ROUND_HEAD.findall(text))
+
 
 #: The forms an answer takes in prose (see :class:`Said`).
 FORMS = ("own", "bare", "impersonal", "other", "mention")

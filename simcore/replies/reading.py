@@ -251,6 +251,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             said = f.kind.commits(why, allowed.get(f.name), truncated) if why else None
             if said is not None and not f.kind.agrees(said, found[0][1]):
                 message = f"{f.name}: the reasoning says {said!r} but the answer says {found[0][1]!r}"
+        if message is None and f.kind.prose and min(r for r, _ in found) > 0 and len(prose.rounds_written(text)) > 1:
+            message = f"{f.name}: writes answers for several rounds or games"
         if message is None:
             values[f.name] = found[0][1]
             if f.required:
