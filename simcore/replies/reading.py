@@ -224,7 +224,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             raws.append(raw)
             _add(found, problems, 1, f, raw, allowed, instruction)
         if not found and not problems and broken and not earlier:
-            problems.append("its JSON does not parse" + (" (nor is it the start of a JSON document)" if truncated else ""))
+            problems.append("its JSON breaks off before this field is complete and valid" if truncated
+                            else "its JSON does not parse")
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
@@ -357,9 +358,9 @@ def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any
     Complete top-level ``{...}`` blocks are parsed (with repairs); in a cut reply, an
     object left open at the end gives its complete key/value pairs, only while the
     text from its brace to the cut is still a valid prefix of a JSON document. A
-    block that does not parse, or an open one that is no valid prefix, is broken:
-    no answer, and nothing inside it (an object nested in it, a key that looks like
-    a label) answers either.
+    block that does not parse, or an open one that gives no pair, is broken: no
+    answer, and nothing inside it (an object nested in it, a key that looks like a
+    label, a string) answers either.
     """
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):  # the common case: JSON and nothing else
@@ -380,7 +381,7 @@ def json_objects(text: str, truncated: bool = False) -> tuple[list[dict[str, Any
             if partial:
                 out.append(partial)
                 spans.append((i, len(text)))
-            elif not truncated or not valid_prefix(text, i):
+            else:  # (a valid prefix with no pair complete is JSON too: what its strings say is not prose)
                 broken.append((i, len(text)))
             break
         obj = parse_object(text[i : end + 1])
