@@ -252,7 +252,8 @@ _AIMED = re.compile(
 _WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|five|six|first|second|third|next)\b", re.I)
 _WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
 
-_OBJECT = re.compile(r"\b(?:with|against|towards?|to|versus|vs\.?|for|on|about|than|from|at|by|of|like)\s+(?:the\s+)?$", re.I)
+# Whom an act is aimed at does not act ("cooperate with Agent C"); whose it is does ("the decision for Agent D").
+_OBJECT = re.compile(r"\b(?:with|against|towards?|to|versus|vs\.?|on|about|than|at|like)\s+(?:the\s+)?$", re.I)
 
 _ROUND_HEAD = re.compile(r"^[ \t>#*_\-]*(?:\d{1,2}[.)][ \t]+)?[*_]*(?:round|game)[ \t]+(\d+)\b", re.I | re.M)
 
