@@ -89,7 +89,9 @@ def call_outside_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     interrupted = False
     while True:
         try:
-            worker.finished.wait()
+            # In slices: a signal that lands on another thread is handled here within one.
+            while not worker.finished.wait(0.1):
+                pass
             break
         except KeyboardInterrupt:
             # Passed on, then waited for: the work must stop (and tidy up) before the caller goes on.
