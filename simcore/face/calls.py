@@ -115,7 +115,7 @@ async def monte_carlo_async(name: str | Scenario, *, trials: int, seed: int = 42
     """The awaitable :func:`monte_carlo`: all trials' calls go on the caller's event loop."""
     scenario = _scenario(name)
     if scenario.counterfactual is None:
-        raise ConfigError(f"name: {scenario.name} has no counterfactual axis, so it has no Monte Carlo of two "
+        raise ConfigError(f"scenario: {scenario.name} has no counterfactual axis, so it has no Monte Carlo of two "
                           "arms; use simcore.sweep")
     root = _out(out)
     with analysis_env():

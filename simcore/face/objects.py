@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import html
 import json
 from pathlib import Path
@@ -97,6 +96,7 @@ class Run:
     def __init__(self, path: str | Path) -> None:
         self._dir = _directory(path)
         self._record = read_run(self._dir, trace=False)
+        self._events: pd.DataFrame | None = None
 
     def __repr__(self) -> str:
         return f"Run({str(self._dir)!r})"
@@ -121,9 +121,14 @@ class Run:
         """The scalar metrics, one row indexed by the run id."""
         return pd.DataFrame([scalar_metrics(self.results)], index=pd.Index([self._dir.name], name="run_id"))
 
-    @functools.cached_property
+    @property
     def events(self) -> pd.DataFrame:
         """The trace: ``t``, ``seq``, ``kind``, ``agent``, one column per event field, ``payload``."""
+        if self._events is None:
+            self._events = self._read_events()
+        return self._events
+
+    def _read_events(self) -> pd.DataFrame:
         rows = [json.loads(line) for line in read_trace(self._dir, self.manifest).splitlines() if line.strip()]
         fields = list(dict.fromkeys(k for e in rows for k in e.get("fields") or {}))
         return pd.DataFrame(
