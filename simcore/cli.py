@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -396,7 +395,7 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
     return parse_int("trials", value, MIN_TRIALS if minimum is None else minimum, MAX_TRIALS)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Arms:
     """A checked ``--counterfactual`` / ``--trials N`` (see :func:`check_arms`)."""
 
