@@ -120,6 +120,10 @@ def test_options_are_the_commands_flags_checked_by_the_command(tmp_path, capsys)
         simcore.sweep("context_corrosion", trials=2, executor="threads")
     with pytest.raises(simcore.ConfigError, match=r"^trials: must be an integer"):
         simcore.monte_carlo("context_corrosion", trials=2.5)
+    with pytest.raises(simcore.ConfigError, match=r"^keep_failed: --keep-failed only applies with --resume$"):
+        simcore.sweep("context_corrosion", trials=2, keep_failed=True, out=tmp_path)
+    with pytest.raises(simcore.ConfigError, match=r"^conditions: must be 'default', None or \{field: values\}"):
+        simcore.sweep("context_corrosion", trials=2, conditions={"biased": [True], "rounds": [1]}, out=tmp_path)
     with pytest.raises(simcore.ConfigError, match=r"^scenario: unknown scenario 'no_such_scenario'"):
         simcore.simulate("no_such_scenario")
     with pytest.raises(simcore.ConfigError, match=r"^path: .* is not a run, Monte Carlo, sweep or perturbation"):
@@ -148,7 +152,7 @@ def test_comparison_rows_come_from_one_adapter_and_a_missing_interval_is_nan():
     assert list(comparison_table([]).columns) == ["metric", *COMPARISON_COLUMNS]
 
 
-def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work(tmp_path):
+def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work_and_a_sweep_resumes(tmp_path):
     from simcore.batch import run_sweep
 
     async def cell():
@@ -160,9 +164,12 @@ def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work(tmp_p
         return dask, df
 
     dask, df = asyncio.run(cell())
+    assert simcore.load(dask.dir).summary == dask.summary
+    resumed = simcore.sweep("context_corrosion", trials=1, conditions=None, executor="serial", out=tmp_path,
+                            resume=True, **SMALL)  # the same sweep, found under out from its definition
+    assert resumed.dir == dask.dir and resumed.table["status"].tolist() == ["ok"]
     assert dask.summary["timing"]["executor"] == "dask" and dask.table["status"].tolist() == ["ok"]
     assert df["status"].tolist() == ["ok"]
-    assert simcore.load(dask.dir).summary == dask.summary
 
 
 # -- the notebook ----------------------------------------------------------------------

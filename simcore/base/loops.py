@@ -85,15 +85,19 @@ def call_outside_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if not in_running_loop():
         return fn(*args, **kwargs)
     worker = _Worker(functools.partial(fn, *args, **kwargs))
-    worker.start()
-    interrupted = False
+    launched = interrupted = False
     while True:
         try:
+            if not launched:
+                launched = True
+                worker.start()  # inside the try: an interrupt may come while it starts
             # In slices: a signal that lands on another thread is handled here within one.
             while not worker.finished.wait(0.1):
                 pass
             break
         except KeyboardInterrupt:
+            if not worker.is_alive() and not worker.finished.is_set():
+                raise  # it never started: nothing to stop
             # Passed on, then waited for: the work must stop (and tidy up) before the caller goes on.
             interrupted = True
             worker.interrupt()

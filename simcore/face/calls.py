@@ -11,6 +11,7 @@ awaits it on a worker thread, and cancelling it stops the sweep as Ctrl-C does.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -160,8 +161,10 @@ def _sweep_flags(trials: int, grid: Any, conditions: Any) -> dict[str, Any]:
     if conditions is None:
         flags["conditions"] = "none"
     elif conditions != "default":
-        (field, values), = conditions.items() if hasattr(conditions, "items") else [conditions]
-        flags["conditions"] = axis(field, values)
+        axes = list(conditions.items()) if hasattr(conditions, "items") else [conditions]
+        if len(axes) != 1 or not isinstance(axes[0], (tuple, list)) or len(axes[0]) != 2:
+            raise ConfigError(f"conditions: must be 'default', None or {{field: values}}; got {conditions!r}")
+        flags["conditions"] = axis(*axes[0])
     return flags
 
 
@@ -175,13 +178,13 @@ def _sweep(name: str | Scenario, *, trials: int, grid: Any, conditions: Any, see
                             positional=[scenario.name], refused=NOT_IN_PYTHON)
         for key, value in _sweep_flags(trials, grid, conditions).items():
             setattr(args, key, value)
-        # The sweep's directory goes under ``out`` as the command's default goes under runs/.
-        resume = args.resume
-        args.resume = False
-        plan = batch_command.check_sweep(scenario, args)
+        # The sweep's directory goes under ``out`` as the command's default goes under runs/; a
+        # resumed sweep is found there from its definition, as the command finds it without --out.
+        first = argparse.Namespace(**{**vars(args), "resume": False, "keep_failed": False})
+        plan = batch_command.check_sweep(scenario, first)
         where = Path(root) / "sweeps" / f"{scenario.name}-{plan.sweep_id}"
-        if resume:
-            args.resume, args.out = True, str(where)
+        if args.resume or args.keep_failed:
+            args.out = str(where)
             plan = batch_command.check_sweep(scenario, args)
         batch_command.ready_sweep(scenario, plan, where)
         echo = (lambda msg: print(msg, file=sys.stderr))
