@@ -73,7 +73,7 @@ def comparison_table(comparisons: Iterable[tuple[Mapping[str, Any], Mapping[str,
 def _html(title: str, text: str, directory: Path, tables: Iterable[tuple[str, pd.DataFrame]] = ()) -> str:
     """A notebook's view: the title, what the command prints, tables, and the PNG plots inline."""
     parts = [f"<div><b>{html.escape(title)}</b> <code>{html.escape(str(directory))}</code>",
-             f"<pre>{html.escape(text)}</pre>"]
+             f"<pre style=\"white-space:pre-wrap\">{html.escape(text)}</pre>"]
     for caption, df in tables:
         parts.append(f"<details><summary>{html.escape(caption)}</summary>{df.to_html(max_rows=50)}</details>")
     for png in sorted(directory.glob("plots/*.png")):
