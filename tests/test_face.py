@@ -16,6 +16,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -99,6 +100,16 @@ def test_a_bad_field_raises_config_error_with_the_commands_line_before_any_work(
             call()
         assert str(exc.value) == expected
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_out_none_is_a_new_temporary_directory_made_only_once_the_input_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(simcore.ConfigError):
+        simcore.simulate("context_corrosion", out=None, rounds=-1)
+    assert list(tmp_path.iterdir()) == []
+    run = simcore.simulate("context_corrosion", out=None, plots="none", **SMALL)
+    assert run.dir.parent.parent.parent == tmp_path and run.dir.parent.name == "context_corrosion"
+    assert simcore.load(run.dir).results == run.results
 
 
 def test_options_are_the_commands_flags_checked_by_the_command(tmp_path, capsys):

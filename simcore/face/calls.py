@@ -62,7 +62,10 @@ def _scenario(name: str | Scenario) -> Scenario:
 
 
 def _out(out: str | Path | None) -> str:
-    """The output root; None: a new temporary directory (left in place for later :func:`load` calls)."""
+    """The output root; None: a new temporary directory (left in place for later :func:`load` calls).
+
+    Called once the input is checked, so that bad input leaves nothing behind.
+    """
     return tempfile.mkdtemp(prefix="simcore-") if out is None else str(out)
 
 
@@ -74,12 +77,11 @@ async def simulate_async(name: str | Scenario, *, seed: int = 42, backend: str =
                          out: str | Path | None = "runs", **fields: Any) -> Run:
     """The awaitable :func:`simulate`: the run's calls go on the caller's event loop."""
     scenario = _scenario(name)
-    root = _out(out)
     with analysis_env():
         args = command_args(build_parser(scenario), {**fields, "seed": seed, "backend": backend, "model": model},
                             call=_call("simulate", scenario), refused=NOT_IN_PYTHON)
-        args.out = root
         seed_, config, spec = check_run(scenario, args)
+        args.out = root = _out(out)
         spec = ready_run(scenario, args, seed_, config, spec)
         trial = await run_trial_async(scenario, config, seed_, spec, trace=args.trace,
                                       trace_dir=Path(root) / scenario.name)
@@ -118,12 +120,12 @@ async def monte_carlo_async(name: str | Scenario, *, trials: int, seed: int = 42
     if scenario.counterfactual is None:
         raise ConfigError(f"scenario: {scenario.name} has no counterfactual axis, so it has no Monte Carlo of two "
                           "arms; use simcore.sweep")
-    root = _out(out)
     with analysis_env():
         args = command_args(build_parser(scenario), {**fields, "seed": seed, "backend": backend, "model": model},
                             call=_call("monte_carlo", scenario), refused=NOT_IN_PYTHON)
-        args.out, args.trials = root, str(trials)  # as typed on the command line
+        args.trials = str(trials)  # as typed on the command line
         arms = check_arms(scenario, args)
+        args.out = root = _out(out)
         spec = ready_arms(scenario, args, arms)
         with embeddings.expecting(2 * len(arms.seeds)):
             summary = await run_arms_async(scenario, arms.config, arms.seed, n_trials=arms.n_trials, spec=spec,
@@ -171,7 +173,6 @@ def _sweep_flags(trials: int, grid: Any, conditions: Any) -> dict[str, Any]:
 def _sweep(name: str | Scenario, *, trials: int, grid: Any, conditions: Any, seed: int, backend: str,
            model: str | None, out: str | Path | None, options: dict[str, Any]) -> Sweep:
     scenario = _scenario(name)
-    root = _out(out)
     with analysis_env():
         flags = {**options, "seed": seed, "backend": backend, "model": model}
         args = command_args(batch_command.build_parser(scenario), flags, call=_call("sweep", scenario),
@@ -182,7 +183,7 @@ def _sweep(name: str | Scenario, *, trials: int, grid: Any, conditions: Any, see
         # resumed sweep is found there from its definition, as the command finds it without --out.
         first = argparse.Namespace(**{**vars(args), "resume": False, "keep_failed": False})
         plan = batch_command.check_sweep(scenario, first)
-        where = Path(root) / "sweeps" / f"{scenario.name}-{plan.sweep_id}"
+        where = Path(_out(out)) / "sweeps" / f"{scenario.name}-{plan.sweep_id}"
         if args.resume or args.keep_failed:
             args.out = str(where)
             plan = batch_command.check_sweep(scenario, args)
@@ -247,7 +248,6 @@ async def perturb_async(name: str | Scenario, *, perturb: str | Sequence[str], p
                         **fields: Any) -> Study:
     """The awaitable :func:`perturb`: every run's calls go on the caller's event loop."""
     scenario = _scenario(name)
-    root = _out(out)
     specs = [perturb] if isinstance(perturb, str) else list(perturb)
     study_options = {k: fields.pop(k, default) for k, default in STUDY_OPTIONS.items()}
     with analysis_env():
@@ -262,6 +262,7 @@ async def perturb_async(name: str | Scenario, *, perturb: str | Sequence[str], p
         noise = study_options["noise_floor"]
         noise = None if noise is None else parse_int("noise_floor", noise, 0)
         check_study(scenario, config, specs, n_pairs, seed_, noise, spec, study_options["reuse"])
+        root = _out(out)
         check_before_work(root, spec)
         study = await run_study_async(scenario, config, specs, pairs=n_pairs, seed=seed_, noise_floor=noise,
                                       spec=spec, reuse=study_options["reuse"],
