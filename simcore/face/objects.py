@@ -158,6 +158,10 @@ class Run:
                      self._dir, [("metrics", self.metrics.T)])
 
 
+#: A group directory's mode -> the key of its comparison in ``summary.json``.
+MODES = {"monte_carlo": "statistical_comparison", "counterfactual": "counterfactual_comparison"}
+
+
 class MonteCarlo:
     """A Monte Carlo's (or a counterfactual pair's) own directory: ``summary.json`` and ``trials.csv``."""
 
@@ -204,9 +208,6 @@ class MonteCarlo:
     def _repr_html_(self) -> str:
         return _html(f"Monte Carlo of {self._summary['scenario']}", format_arms(self._summary), self._dir,
                      [("trials", self.trials)])
-
-
-MODES = {"monte_carlo": "statistical_comparison", "counterfactual": "counterfactual_comparison"}
 
 
 class Sweep:
