@@ -103,7 +103,7 @@ sys.path.insert(0, sys.argv[2])
 n = int(sys.argv[1])
 traced = sys.argv[3] == "traced"
 from backends.stub import StubBackend
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.sim.protocols import parallel, speaking_round
 from simcore.sim.topology import small_world
 from simcore.sim.trace import StreamedTrace, streams

@@ -325,16 +325,10 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
     if getattr(args, "counterfactual", False) or getattr(args, "trials", None) is not None:
         return main_arms(scenario, args)
     try:
-        seed = parse_seed(args.seed)
-        config = resolve_config(scenario.config_type, args)
-        spec = backend_spec(args)
-        apply_analysis_args(args, "all")
-        model_note(config, args)
+        seed, config, spec = check_run(scenario, args)
         if getattr(args, "estimate", False):
             return print_estimate(scenario, [(config, seed)], spec, as_json=args.json)
-        check_before_work(args.out, spec)
-        spec = fit_to_window(scenario, [(config, seed)], spec)
-        check_embed_cache(scenario, [config])
+        spec = ready_run(scenario, args, seed, config, spec)
         # builds first: bad input fails here
         trial = run_trial(scenario, config, seed, spec, trace=args.trace, trace_dir=Path(args.out) / scenario.name)
     except (ConfigError, BackendConfigError) as exc:
@@ -344,14 +338,42 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
     if args.json:
         say(json.dumps(results, indent=2, sort_keys=True, default=str))
     else:
-        if scenario.summarize:
-            say(scenario.summarize(results))
-        for line in summary_lines(results.get("parse_quality", {})):
+        for line in run_lines(scenario, results):
             say(line)
         if trial.status != "ok":
             print(f"trial failed: {error_sentence(trial.error)}", file=sys.stderr)
         say(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
+
+
+def check_run(scenario: Scenario, args: argparse.Namespace) -> tuple[int, Config, BackendSpec]:
+    """One run's seed, config and backend from its flags, checked, and its analysis flags applied.
+
+    Raises:
+        ConfigError: one line naming the field, before any work is done.
+    """
+    seed = parse_seed(args.seed)
+    config = resolve_config(scenario.config_type, args)
+    spec = backend_spec(args)
+    apply_analysis_args(args, "all")
+    model_note(config, args)
+    return seed, config, spec
+
+
+def ready_run(scenario: Scenario, args: argparse.Namespace, seed: int, config: Config,
+              spec: BackendSpec) -> BackendSpec:
+    """What a checked run needs outside itself (output root, server, window, encoder), checked
+    before its first call; returns the spec fitted to the model's context window."""
+    check_before_work(args.out, spec)
+    spec = fit_to_window(scenario, [(config, seed)], spec)
+    check_embed_cache(scenario, [config])
+    return spec
+
+
+def run_lines(scenario: Scenario, results: Mapping[str, Any]) -> list[str]:
+    """What the command prints about a finished run: the scenario's summary and the replies' quality."""
+    lines = [scenario.summarize(results)] if scenario.summarize else []
+    return lines + summary_lines(results.get("parse_quality", {}))
 
 
 def error_sentence(error: Mapping[str, Any] | None) -> str:
@@ -373,41 +395,71 @@ def parse_trials(value: Any, minimum: int | None = None) -> int:
     return parse_int("trials", value, MIN_TRIALS if minimum is None else minimum, MAX_TRIALS)
 
 
+@dataclasses.dataclass(frozen=True)
+class Arms:
+    """A checked ``--counterfactual`` / ``--trials N`` (see :func:`check_arms`)."""
+
+    seed: int
+    n_trials: int | None  # None: one pair on ``seed``
+    config: Config
+    spec: BackendSpec
+    configs: tuple[Config, Config]
+    seeds: list[int]
+
+
+def check_arms(scenario: Scenario, args: argparse.Namespace) -> Arms:
+    """Both arms' configs, the trial seeds and the backend from the flags, checked, and the
+    analysis flags applied.
+
+    Raises:
+        ConfigError: one line naming the field, before any work is done.
+    """
+    name = scenario.counterfactual[0]  # type: ignore[index]
+    if getattr(args, name, None) is not None:
+        flag = "--" + name.replace("_", "-")
+        raise ConfigError(f"{name}: set per arm by --counterfactual/--trials; drop {flag}")
+    if args.counterfactual and args.trials is not None:
+        raise ConfigError("trials: --counterfactual runs one pair on one seed and --trials N runs a Monte "
+                          "Carlo; give one of them")
+    seed = parse_seed(args.seed)
+    n_trials = None if args.trials is None else parse_trials(args.trials)
+    config = resolve_config(scenario.config_type, args)
+    if getattr(config, "metrics", True) is False:  # a scenario whose metrics can be switched off
+        mode = "--counterfactual" if n_trials is None else "--trials N"
+        raise ConfigError(f"metrics: {mode} compares the arms' metrics and --no-metrics computes none, "
+                          "so every statistic would be n/a; drop --no-metrics")
+    spec = backend_spec(args)
+    apply_analysis_args(args, "all" if n_trials is None else "summary")
+    model_note(config, args)
+    installed_calibration(scenario)  # a damaged calibration.json is named before any trial runs
+    seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
+    return Arms(seed, n_trials, config, spec, arm_configs(scenario, config), seeds)
+
+
+def ready_arms(scenario: Scenario, args: argparse.Namespace, arms: Arms) -> BackendSpec:
+    """What checked arms need outside themselves, checked before any trial (see :func:`ready_run`);
+    returns the fitted spec."""
+    check_before_work(args.out, arms.spec)
+    spec = fit_to_window(scenario, [(c, arms.seeds[0]) for c in arms.configs], arms.spec)
+    check_embed_cache(scenario, arms.configs)
+    for cfg in arms.configs:  # a config that cannot be built fails before anything runs
+        build_world(scenario, cfg, arms.seed, BackendSpec()).release()
+    return spec
+
+
 def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     """``--counterfactual`` / ``--trials N``: run both arms, write and report the comparison."""
 
-    name = scenario.counterfactual[0]  # type: ignore[index]
     try:
-        if getattr(args, name, None) is not None:
-            flag = "--" + name.replace("_", "-")
-            raise ConfigError(f"{name}: set per arm by --counterfactual/--trials; drop {flag}")
-        if args.counterfactual and args.trials is not None:
-            raise ConfigError("trials: --counterfactual runs one pair on one seed and --trials N runs a Monte "
-                              "Carlo; give one of them")
-        seed = parse_seed(args.seed)
-        n_trials = None if args.trials is None else parse_trials(args.trials)
-        config = resolve_config(scenario.config_type, args)
-        if getattr(config, "metrics", True) is False:  # a scenario whose metrics can be switched off
-            mode = "--counterfactual" if n_trials is None else "--trials N"
-            raise ConfigError(f"metrics: {mode} compares the arms' metrics and --no-metrics computes none, "
-                              "so every statistic would be n/a; drop --no-metrics")
-        spec = backend_spec(args)
-        apply_analysis_args(args, "all" if n_trials is None else "summary")
-        model_note(config, args)
-        installed_calibration(scenario)  # a damaged calibration.json is named before any trial runs
-        arms = arm_configs(scenario, config)
-        seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
+        arms = check_arms(scenario, args)
         if getattr(args, "estimate", False):
-            return print_estimate(scenario, [(c, s) for c in arms for s in seeds], spec, as_json=args.json)
-        check_before_work(args.out, spec)
-        spec = fit_to_window(scenario, [(c, seeds[0]) for c in arms], spec)
-        check_embed_cache(scenario, arms)
-        for cfg in arms:  # a config that cannot be built fails before anything runs
-            build_world(scenario, cfg, seed, BackendSpec()).release()
+            return print_estimate(scenario, [(c, s) for c in arms.configs for s in arms.seeds], arms.spec,
+                                  as_json=args.json)
+        spec = ready_arms(scenario, args, arms)
         # (a real backend without its key fails here too, before any trial is written)
-        with embeddings.expecting(len(arms) * len(seeds)):  # this process encodes every trial's texts
-            summary = run_arms(scenario, config, seed, n_trials=n_trials, spec=spec, out=args.out, progress=True,
-                               plot_processes=True)
+        with embeddings.expecting(2 * len(arms.seeds)):  # this process encodes every trial's texts
+            summary = run_arms(scenario, arms.config, arms.seed, n_trials=arms.n_trials, spec=spec, out=args.out,
+                               progress=True, plot_processes=True)
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     if args.json:

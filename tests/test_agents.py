@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from backends.base import LLMRequest, LLMResponse, Usage
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.replies.schema import choice, likert, text
 from simcore.sim.protocols import parallel
 

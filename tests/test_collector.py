@@ -9,7 +9,8 @@ import weakref
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World, run_worlds
+from simcore.api import LLMAgent, World
+from simcore.sim.kernel import run_worlds
 from simcore.sim import collector
 
 

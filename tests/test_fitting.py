@@ -28,7 +28,7 @@ from backends.context import (
 from backends.errors import BadRequest, ContextOverflow, error_from_record, http_error
 from backends.fake_server import FakeConfig, FakeServer
 from scenarios.veil_of_ignorance import SCENARIO as VEIL
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.base.records import read_json
 from simcore.cli import main
 from simcore.replay import replay_async

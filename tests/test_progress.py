@@ -63,3 +63,20 @@ def test_a_terminal_gets_tqdm_and_disable_writes_nothing():
     bar.update(3)
     bar.close()
     assert quiet.getvalue() == ""
+
+
+def test_a_notebook_gets_a_tqdm_bar_and_the_python_face_shows_bars_only_where_they_are_seen():
+    from tqdm import tqdm
+
+    from simcore.base.progress import in_notebook, shows_progress
+
+    class OutStream(io.StringIO):  # as ipykernel's stream is named; not a terminal
+        pass
+
+    OutStream.__module__ = "ipykernel.iostream"
+    cell = OutStream()
+    assert in_notebook(cell) and shows_progress(cell) and not shows_progress(io.StringIO())
+    bar = progress_bar(3, desc="sweep", unit="trial", file=cell)
+    assert isinstance(bar, tqdm)  # the widget where ipywidgets is installed, else the text bar
+    bar.update(3)
+    bar.close()

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.base.config import ConfigError
 from simcore.sim.protocols import (
     Majority,

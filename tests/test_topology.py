@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 from backends.stub import StubBackend
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.base.config import ConfigError
 from simcore.sim import topology
 from simcore.sim.protocols import speaking_round

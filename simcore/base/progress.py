@@ -1,13 +1,18 @@
-"""Progress on stderr: a tqdm bar on a terminal, a plain log elsewhere.
+"""Progress on stderr: a tqdm bar on a terminal or in a notebook, a plain log elsewhere.
 
 A bar redrawn with carriage returns turns a log file into one long line, so when
-the stream is not a terminal :func:`progress_bar` returns a :class:`PlainProgress`
-that writes whole lines: one each time another tenth of the work is done, or at
-least every ``every_s`` seconds while work goes on, and one at the end.
+the stream is neither a terminal nor a notebook :func:`progress_bar` returns a
+:class:`PlainProgress` that writes whole lines: one each time another tenth of the
+work is done, or at least every ``every_s`` seconds while work goes on, and one at
+the end. In a Jupyter kernel the bar is tqdm's notebook widget where ipywidgets is
+installed, else tqdm's text bar, which notebooks redraw in place. The Python face
+(:mod:`simcore.face`) shows bars only where :func:`shows_progress` says they are
+seen, and stays quiet elsewhere.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 import time
@@ -33,7 +38,24 @@ def progress_bar(total: int, desc: str | None = None, unit: str = "it", disable:
     stream = sys.stderr if file is None else file
     if disable or _isatty(stream):
         return tqdm(total=total, desc=desc, unit=unit, file=stream, disable=disable, **tqdm_kwargs)
+    if in_notebook(stream):
+        if importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.notebook import tqdm as widget
+
+            return widget(total=total, desc=desc, unit=unit, **tqdm_kwargs)
+        return tqdm(total=total, desc=desc, unit=unit, file=stream, **tqdm_kwargs)
     return PlainProgress(total, desc, unit, stream)
+
+
+def in_notebook(stream: Any) -> bool:
+    """Whether ``stream`` is a Jupyter kernel's output (ipykernel's ``OutStream``), shown in a notebook."""
+    return type(stream).__module__.startswith("ipykernel.")
+
+
+def shows_progress(stream: Any = None) -> bool:
+    """Whether a progress bar on ``stream`` (stderr by default) is seen: a terminal or a notebook."""
+    stream = sys.stderr if stream is None else stream
+    return _isatty(stream) or in_notebook(stream)
 
 
 def _isatty(stream: Any) -> bool:

@@ -28,7 +28,7 @@ from simcore.analysis.plots import summary_plots_wanted
 from simcore.base.config import ConfigError
 from simcore.base.records import check_out_dir
 from simcore.batch.executors import EXECUTORS, SweepAborted
-from simcore.batch.plan import SEED_SCOPES, parse_values
+from simcore.batch.plan import SEED_SCOPES, SweepPlan, parse_values
 from simcore.batch.report import finish_command, format_summary
 from simcore.batch.store import read_backend_options, read_definition
 from simcore.batch.sweep import default_out, estimate_cost, plan_sweep, run_sweep
@@ -221,6 +221,42 @@ def resolve_spec(args: argparse.Namespace, stored: dict[str, Any] | None) -> Bac
         raise ConfigError(str(exc)) from None
 
 
+def check_sweep(scenario: Scenario, args: argparse.Namespace) -> SweepPlan:
+    """The sweep the flags define, checked completely (every config built once), with the
+    analysis flags applied; nothing is written.
+
+    Raises:
+        ConfigError: one line naming the field, before any work is done.
+    """
+    kw = resolve(scenario, args)
+    apply_analysis_args(args, "summary")
+    if args.keep_failed and not args.resume:
+        raise ConfigError("keep_failed: --keep-failed only applies with --resume")
+    return plan_sweep(scenario, kw.pop("trials"), kw.pop("grid"), **kw)
+
+
+def ready_sweep(scenario: Scenario, plan: SweepPlan, out: str | Path) -> None:
+    """What a checked sweep needs outside itself, checked before any trial: its directory
+    ``out`` can be made, its prompts fit the context window, the encoder's weights and cache."""
+    check_out_dir(out)
+    # As a single run does: a prompt that cannot fit --context-window even with its history
+    # trimmed is refused now, not once per trial (one pilot per cell and condition).
+    check_fit(scenario, list({(j.cell, j.condition): (j.config, j.seed) for j in plan.jobs}.values()), plan.spec)
+    check_embed_cache(scenario, (job.config for job in plan.jobs))
+
+
+def execution(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`~simcore.batch.sweep.run_sweep` arguments that say how the sweep runs."""
+    return {
+        "executor": args.executor, "workers": _int("workers", args.workers), "address": args.address,
+        "concurrency": _int("concurrency", args.concurrency), "resume": args.resume,
+        "keep_failed": args.keep_failed, "budget_usd": args.budget_usd, "fail_fast": bool(args.fail_fast),
+        "max_failed_trials": _int("max_failed_trials", args.max_failed_trials),
+        "trial_timeout_s": args.trial_timeout, "encoder": args.encoder,
+        "plot": not args.no_plot and summary_plots_wanted(),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the batch command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -228,30 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     say = (lambda msg: print(msg, file=sys.stderr))
     out = args.out
     try:
-        kw = resolve(scenario, args)
-        apply_analysis_args(args, "summary")
-        if args.keep_failed and not args.resume:
-            raise ConfigError("keep_failed: --keep-failed only applies with --resume")
-        plan = plan_sweep(scenario, kw.pop("trials"), kw.pop("grid"), **kw)
+        plan = check_sweep(scenario, args)
         if args.dry_run or args.estimate:
             print(describe_plan(plan, args.out))
             print(estimate_cost(plan).describe(plan.jobs))
             return 0
         out = args.out or str(default_out(plan))
-        check_out_dir(out)
-        # As a single run does: a prompt that cannot fit --context-window even with its history
-        # trimmed is refused now, not once per trial (one pilot per cell and condition).
-        check_fit(scenario, list({(j.cell, j.condition): (j.config, j.seed) for j in plan.jobs}.values()), plan.spec)
-        check_embed_cache(scenario, (job.config for job in plan.jobs))
-        df = run_sweep(
-            scenario, plan.trials, plan=plan,
-            executor=args.executor, workers=_int("workers", args.workers),
-            address=args.address, concurrency=_int("concurrency", args.concurrency),
-            out=out, resume=args.resume, keep_failed=args.keep_failed, budget_usd=args.budget_usd,
-            fail_fast=bool(args.fail_fast), max_failed_trials=_int("max_failed_trials", args.max_failed_trials),
-            trial_timeout_s=args.trial_timeout, encoder=args.encoder,
-            progress=not args.no_progress, plot=not args.no_plot and summary_plots_wanted(), echo=say,
-        )
+        ready_sweep(scenario, plan, out)
+        df = run_sweep(scenario, plan.trials, plan=plan, out=out, progress=not args.no_progress, echo=say,
+                       **execution(args))
     except (ConfigError, BackendConfigError) as exc:  # BackendConfigError: a damaged file, too
         fail(str(exc))
     except KeyboardInterrupt:

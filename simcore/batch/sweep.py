@@ -26,6 +26,7 @@ from backends.registry import (
 from simcore.analysis import embeddings
 from simcore.analysis.encoder_service import EncoderService, use_service
 from simcore.base.config import Config, ConfigError
+from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.executors import (
@@ -155,6 +156,7 @@ def default_out(plan: SweepPlan) -> Path:
     return Path("runs") / "sweeps" / f"{plan.scenario.name}-{plan.sweep_id}"
 
 
+@outside_running_loop
 def run_sweep(
     scenario: str | Scenario,
     trials: int,
@@ -183,6 +185,9 @@ def run_sweep(
     encoder: str = "auto",
 ) -> pd.DataFrame:
     """Run a parameter sweep / Monte Carlo and return its results table.
+
+    Called from a running event loop (a Jupyter cell), the sweep runs on a worker
+    thread while the caller waits (:mod:`simcore.base.loops`), with any executor.
 
     Args:
         scenario: Scenario name (``scenarios.<name>``) or object.

@@ -31,6 +31,7 @@ from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
 from simcore.analysis.divergence import CATEGORIES
 from simcore.base.config import Config, ConfigError
+from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.base.records import check_run_id, new_run_id, staged_dir, write_json
 from simcore.perturbation.operators import parse_all
@@ -167,8 +168,9 @@ async def run_study_async(
     return Study(PerturbationResults(definition, pd.DataFrame(rows), noise), runs, wall)
 
 
+@outside_running_loop
 def run_study(scenario: Scenario, config: Config, perturbations: Sequence[str], **kw: Any) -> Study:
-    """Synchronous :func:`run_study_async` on a fresh event loop."""
+    """Synchronous :func:`run_study_async` on a fresh event loop (from a running loop: on a worker thread)."""
     return asyncio.run(run_study_async(scenario, config, perturbations, **kw))
 
 

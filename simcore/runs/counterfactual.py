@@ -44,6 +44,7 @@ from simcore.analysis.plots import (
     summary_plots_wanted,
 )
 from simcore.base.config import Config, ConfigError
+from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.base.records import (
     atomic_write,
@@ -353,6 +354,7 @@ def trials_csv(
     return buf.getvalue()
 
 
+@outside_running_loop
 def run_arms(scenario: Scenario, config: Config, seed: int, **kwargs: Any) -> dict[str, Any]:
-    """Synchronous :func:`run_arms_async` on a fresh event loop."""
+    """Synchronous :func:`run_arms_async` on a fresh event loop (from a running loop: on a worker thread)."""
     return asyncio.run(run_arms_async(scenario, config, seed, **kwargs))

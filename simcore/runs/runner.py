@@ -42,6 +42,7 @@ from backends.registry import (
 from simcore.analysis import embeddings
 from simcore.base.config import Config
 from simcore.base.files import file_sha256
+from simcore.base.loops import outside_running_loop
 from simcore.base.records import (
     atomic_write,
     check_run_id,
@@ -260,11 +261,12 @@ def _analysis_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+@outside_running_loop
 def run_trial(
     scenario: Scenario, config: Config, seed: int, spec: BackendSpec | None = None,
     trace: str = "memory", trace_dir: str | Path | None = None,
 ) -> TrialResult:
-    """Synchronous :func:`run_trial_async` on a fresh event loop."""
+    """Synchronous :func:`run_trial_async` on a fresh event loop (from a running loop: on a worker thread)."""
     return asyncio.run(run_trial_async(scenario, config, seed, spec, trace=trace, trace_dir=trace_dir))
 
 

@@ -1,0 +1,110 @@
+"""Synchronous calls from a running event loop (simcore.base.loops): a worker thread, interrupts passed on."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from simcore.base.loops import call_outside_loop, in_running_loop, outside_running_loop, to_thread
+
+WHO = contextvars.ContextVar("who", default="nobody")
+
+
+@outside_running_loop
+def nested_asyncio_run(x: int) -> tuple[int, str, str]:
+    """What a simcore entry point does: asyncio.run inside, then report where it ran."""
+    async def double() -> int:
+        return 2 * x
+
+    return asyncio.run(double()), threading.current_thread().name, WHO.get()
+
+
+def test_without_a_running_loop_the_call_is_a_plain_call():
+    assert not in_running_loop()
+    assert nested_asyncio_run(2) == (4, threading.current_thread().name, "nobody")
+
+
+def test_from_a_running_loop_the_call_runs_on_a_worker_thread_with_the_callers_context():
+    async def main():
+        assert in_running_loop()
+        WHO.set("cell")
+        return nested_asyncio_run(3)
+
+    value, thread, who = asyncio.run(main())
+    assert value == 6 and thread == "simcore-call" and who == "cell"
+
+
+def test_an_error_in_the_worker_reaches_the_caller_as_it_is():
+    def boom():
+        raise ValueError("bad field")
+
+    async def main():
+        return call_outside_loop(boom)
+
+    with pytest.raises(ValueError, match="bad field"):
+        asyncio.run(main())
+
+
+def test_an_interrupt_while_waiting_is_passed_to_the_worker_which_stops_and_tidies_up():
+    started, seen = threading.Event(), []
+
+    def work():
+        started.set()
+        try:
+            while True:  # until interrupted
+                threading.Event().wait(0.01)
+        except KeyboardInterrupt:
+            seen.append("interrupted, tidied up")
+            raise
+
+    def press_ctrl_c():
+        started.wait()
+        _thread.interrupt_main()
+
+    async def main():
+        threading.Thread(target=press_ctrl_c).start()
+        return call_outside_loop(work)
+
+    # A loop run as a Jupyter kernel runs its cells: SIGINT raises KeyboardInterrupt in the
+    # waiting thread (asyncio.run would turn the first one into a cancellation of its task).
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert seen == ["interrupted, tidied up"]
+
+
+def test_cancelling_an_awaited_worker_interrupts_it_and_waits_for_it():
+    started, seen = threading.Event(), []
+
+    def work():
+        started.set()
+        try:
+            while True:
+                threading.Event().wait(0.01)
+        except KeyboardInterrupt:
+            seen.append("stopped")
+            raise
+
+    async def main():
+        task = asyncio.ensure_future(to_thread(work))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return list(seen)  # the worker had stopped before the cancellation went on
+
+    assert asyncio.run(main()) == ["stopped"]
+
+
+def test_an_awaited_worker_returns_its_value():
+    async def main():
+        return await to_thread(lambda a, b: a + b, 2, b=3)
+
+    assert asyncio.run(main()) == 5
