@@ -345,20 +345,22 @@ def test_comparison_plots_are_served_and_checked_against_its_manifest(runs, tmp_
 
 def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
     from simcore.base.files import read_record
+    from simcore.runs.counterfactual import trial_dir
 
     root, ids = runs
     [(status, html)] = get(root, "/")
     assert status == 200
     summary = read_record(root / ids["group"] / "summary.json")
-    trials = summary["run_A_trial_ids"] + summary["run_B_trial_ids"]
-    parent = ids["group"].rsplit("/", 1)[0]
+    # The trials sit inside the group's directory (trial_dir), where the walk does not go.
+    trials = [trial_dir(ids["group"], summary, t).as_posix() for t in summary["run_A_trial_ids"] + summary["run_B_trial_ids"]]
+    assert all(t.startswith(ids["group"] + "/trials/") and (root / t / "manifest.json").is_file() for t in trials)
     rows = _rows(html)
     # No trial is a row of its own; each is in its group's nested table, labelled by its condition.
-    assert not [r for r in rows for t in trials if f"{parent}/{t}\"" in r.split("</td>", 2)[1]]
+    assert not [r for r in rows for t in trials if f'/{t}"' in r.split("</td>", 2)[1]]
     group = html.split(f'href="/group/{ids["group"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
     assert '<details class="trials">' in group and "<details class=\"trials\" open" not in group
     for t in trials:
-        assert f'href="/run/{parent}/{t}"' in group
+        assert f'href="/run/{t}"' in group
     assert "biased=true #0" in group and "biased=false #1" in group
     group_row = next(r for r in rows if f'href="/group/{ids["group"]}"' in r)
     n = int(re.search(r"(\d+) replies", group_row).group(1))
