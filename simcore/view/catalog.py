@@ -196,6 +196,11 @@ def nest(entries: list[Entry], find: Callable[[str], Entry | None] = lambda eid:
     return [e for e in out if e.id not in taken]
 
 
+def _count(n: Any, noun: str) -> str:
+    """``3 trials``, ``1 trial``, ``? trials`` (a note in a narrow column: no "trial(s)" to break)."""
+    return f"{n if n is not None else '?'} {noun}{'' if n == 1 else 's'}"
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
@@ -258,7 +263,7 @@ def _group(path: Path, entry: Entry) -> None:
     entry.created = _created_from_id(path.name)
     failed = summary.get("failed_trials") or []
     entry.status = "ok" if not failed else f"{len(failed)} failed"
-    entry.note = f"{summary.get('n_trials', '?')} trial(s) per arm"
+    entry.note = f"{_count(summary.get('n_trials'), 'trial')} per arm"
     entry.parse = _parse_cell(summary.get("parse_quality"))
     diffs = (summary.get("statistical_comparison") or summary.get("counterfactual_comparison") or {}).get(
         "difference_summary") or {}
@@ -304,7 +309,7 @@ def _comparison(path: Path, entry: Entry) -> None:
     backend = manifest.get("backend") or {}  # recorded since 2026-11-27, with the cost
     entry.backend, entry.cost_usd = backend.get("name"), manifest.get("cost_usd")
     entry.models = [str(m) for m in manifest.get("models") or []]
-    entry.note = f"{len(manifest['trial_seeds'])} trial(s) each: {', '.join(map(str, manifest['mechanisms']))}"
+    entry.note = f"{_count(len(manifest['trial_seeds']), 'trial')} each: {', '.join(map(str, manifest['mechanisms']))}"
     entry.metrics = {f"correctness {m}": r["correctness_pooled"].get("rate")
                      for m, r in comparison["mechanisms"].items()
                      if isinstance(r, dict) and isinstance(r.get("correctness_pooled"), dict)}
@@ -343,7 +348,7 @@ def _sweep(path: Path, entry: Entry) -> None:
         entry.cost_usd = sum(float(r.get("cost_usd") or 0) for r in ledger.rows)
     entry.note = f"{done} of {planned if planned is not None else '?'} trials written"
     if ledger.damaged:
-        entry.note += f"; {len(ledger.damaged)} ledger line(s) unreadable"
+        entry.note += f"; {_count(len(ledger.damaged), 'ledger line')} unreadable"
     layout = SweepLayout.of(definition)
     for row in ledger.rows:
         run_dir = row.get("run_dir")
@@ -407,7 +412,7 @@ def _study(path: Path, entry: Entry) -> None:
     entry.cost_usd = (study.get("calls") or {}).get("paid_cost_usd")
     entry.status = "warnings" if study.get("warnings") else "ok"
     perts = definition.get("perturbations") or []
-    entry.note = f"{definition.get('pairs', '?')} pair(s) x {len(perts)} perturbation(s)"
+    entry.note = f"{_count(definition.get('pairs'), 'pair')} x {_count(len(perts), 'perturbation')}"
     for row in study.get("summary") or []:
         if isinstance(row, dict) and isinstance(row.get("mean_d_norm"), (int, float)):
             entry.metrics[f"mean_d_norm {row.get('perturbation')}"] = row["mean_d_norm"]
