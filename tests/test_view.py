@@ -270,6 +270,18 @@ def test_monte_carlo_and_comparison_rows_show_backend_cost_and_their_result(runs
     assert "<td>stub / stub</td>" in row and "$0.0000" in row and "<dt>Δ " in row
 
 
+def test_a_comparison_manifest_with_a_bad_backend_is_a_damaged_row_not_a_failed_page(runs, tmp_path):
+    import json
+
+    root, ids = runs
+    copy = tmp_path / "runs" / "cmp"
+    shutil.copytree(root / ids["comparison"], copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "backend": "stub"}))
+    [(status, html)] = get(tmp_path / "runs", "/")
+    assert status == 200 and "manifest.json: backend: must be an object, got &#34;stub&#34;" in html
+
+
 def test_a_groups_row_sums_its_trials_cost_and_takes_their_backend():
     from simcore.view.catalog import Entry, Trial, nest
 
@@ -322,13 +334,16 @@ def test_plot_captions_say_nothing_unless_a_manifest_fails_to_vouch(runs, tmp_pa
     shutil.copytree(root / ids["cassette"], old)
     (old / "plots").mkdir(exist_ok=True)
     shutil.copy(next((root / ids["group"] / "plots").glob("*.png")), old / "plots" / "added.png")
-    [(status, page)] = get(tmp_path / "runs", "/run/old-run")
-    assert status == 200 and "(not among the files its manifest records: added later, shown unchecked)" in page
+    (status, page), (plot, body) = get(tmp_path / "runs", "/run/old-run", "/plot/old-run?name=plots/added.png")
+    assert status == 200 and "<figcaption>plots/added.png <span class=\"muted\">(damaged: not among the files" in page
+    assert plot == 422 and body.endswith("added.png: is not among the files that manifest.json records")
     manifest = json.loads((old / "manifest.json").read_text())
     del manifest["files"]
     (old / "manifest.json").write_text(json.dumps(manifest))
     [(status, page)] = get(tmp_path / "runs", "/run/old-run")
+    [(plot, png)] = asyncio.run(_get_bytes(tmp_path / "runs", "/plot/old-run?name=plots/added.png"))
     assert status == 200 and "file hash not recorded: written before 2026-11-23" in page
+    assert plot == 200 and png.startswith(b"\x89PNG")  # nothing to check it against
 
 
 def test_damaged_run_shows_the_readers_message_and_the_server_goes_on(runs):

@@ -223,7 +223,7 @@ def _plots(root: Path, path: Path, manifest: dict[str, Any] | None, kind: str = 
         if manifest is not None and recorded is None:
             note = f"file hash not recorded: written before {HASHES_SINCE[kind]}, when manifests began to record them"
         elif manifest is not None and n not in recorded:
-            note = "not among the files its manifest records: added later, shown unchecked"
+            note = "damaged: not among the files its manifest records"
         out.append({"name": n, "note": note})
     return out
 
@@ -535,9 +535,12 @@ async def plot(request: web.Request) -> web.Response:
 
     def load() -> bytes:
         data = file.read_bytes()
-        # (a run's manifest, or a mechanism comparison's: simcore.base.files reads each by its kind)
-        expected = (recorded_files(path) or {}).get(name)
-        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        # (a run's manifest, or a mechanism comparison's: simcore.base.files reads each by its kind;
+        # one that records its files lists every file it vouches for, so an unlisted one is damage)
+        recorded = recorded_files(path)
+        if recorded is not None and name not in recorded:
+            raise DamagedFile(file, "is not among the files that manifest.json records")
+        if recorded is not None and hashlib.sha256(data).hexdigest() != recorded[name]:
             raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
         return data
 

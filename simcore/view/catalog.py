@@ -265,9 +265,10 @@ def _group(path: Path, entry: Entry) -> None:
     entry.status = "ok" if not failed else f"{len(failed)} failed"
     entry.note = f"{_count(summary.get('n_trials'), 'trial')} per arm"
     entry.parse = _parse_cell(summary.get("parse_quality"))
-    diffs = (summary.get("statistical_comparison") or summary.get("counterfactual_comparison") or {}).get(
-        "difference_summary") or {}
-    _headline(entry, {name: d for name, d in diffs.items() if isinstance(d, dict) and "delta_mean" in d})
+    comparison = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
+    diffs = comparison.get("difference_summary") if isinstance(comparison, dict) else None
+    if isinstance(diffs, dict):
+        _headline(entry, {name: d for name, d in diffs.items() if isinstance(d, dict) and "delta_mean" in d})
     for arm in ("A", "B"):
         label = arm_label(summary, arm)
         for k, name in enumerate(summary.get(f"run_{arm}_trial_ids") or []):
@@ -306,7 +307,7 @@ def _comparison(path: Path, entry: Entry) -> None:
     manifest, comparison = read_comparison(path)
     entry.scenario, entry.seed = manifest.get("scenario"), manifest.get("seed")
     entry.created, entry.status = manifest.get("created_utc"), "ok"
-    backend = manifest.get("backend") or {}  # recorded since 2026-11-27, with the cost
+    backend = manifest.get("backend") or {}  # recorded since 2026-11-27, with the cost (checked by its reader)
     entry.backend, entry.cost_usd = backend.get("name"), manifest.get("cost_usd")
     entry.models = [str(m) for m in manifest.get("models") or []]
     entry.note = f"{_count(len(manifest['trial_seeds']), 'trial')} each: {', '.join(map(str, manifest['mechanisms']))}"
