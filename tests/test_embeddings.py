@@ -184,7 +184,7 @@ def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
 
 
 def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch):
-    from simcore.runs.counterfactual import run_arms
+    from simcore.runs.counterfactual import run_arms, trial_dir
     from simcore.runs.scenario import load_scenario
 
     monkeypatch.setenv(ENV, str(tmp_path / "cache"))
@@ -200,7 +200,7 @@ def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch):
     assert after["disk_hits"] > before["disk_hits"]
     assert first["run_A_aggregate"] == second["run_A_aggregate"]
     assert first["run_B_aggregate"] == second["run_B_aggregate"]
-    run = tmp_path / "b" / "context_corrosion" / f"{second['run_A_trial_ids'][0]}"
+    run = trial_dir(tmp_path / "b" / "context_corrosion" / second["experiment_id"], second, second["run_A_trial_ids"][0])
     assert json.loads((run / "manifest.json").read_text())["embeddings"] == embeddings.settings()
     assert embeddings.settings()["device"] == embeddings.check_device("auto")
     assert embeddings.settings()["dtype"] == "float32"
@@ -238,7 +238,7 @@ def test_bad_analysis_flags_exit_2_before_any_work(tmp_path, capsys):
 @pytest.mark.parametrize("level", ["all", "summary", "none"])
 def test_plot_levels(level, tmp_path, monkeypatch):
     from simcore.analysis.plots import PLOTS_ENV
-    from simcore.runs.counterfactual import run_arms
+    from simcore.runs.counterfactual import run_arms, trial_dir
     from simcore.runs.scenario import load_scenario
 
     monkeypatch.setenv(PLOTS_ENV, level)
@@ -246,7 +246,9 @@ def test_plot_levels(level, tmp_path, monkeypatch):
     config = scenario.config_type.from_mapping({"rounds": 1, "n_peers": 2})
     summary = run_arms(scenario, config, 5, n_trials=2, out=tmp_path, progress=False)
     root = tmp_path / "context_corrosion"
-    run_plots = list((root / summary["run_A_trial_ids"][0]).glob("plots/*.png"))
+    trial = trial_dir(root / summary["experiment_id"], summary, summary["run_A_trial_ids"][0])
+    assert (trial / "manifest.json").is_file()
+    run_plots = list(trial.glob("plots/*.png"))
     assert bool(run_plots) == (level == "all")
     assert (root / summary["experiment_id"] / "plots" / "comparison.png").exists() == (level != "none")
 

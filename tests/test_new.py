@@ -57,10 +57,12 @@ def test_an_existing_target_is_refused_and_left_alone(tmp_path):
 def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     out = subprocess.run([sys.executable, "-m", "simcore.new", "demo_study", "--out", str(tmp_path)],
                          capture_output=True, text=True, check=True).stdout
-    assert "pip install -e" in out
     project = tmp_path / "demo_study"
+    # It says how to run its tests, whose pytest only the extra brings (the README's first install has none).
+    assert f"pip install -e {project}\n" in out and f"pip install -e '{project}[test]'\n" in out
+    assert f"python -m pytest {project}\n" in out
     box = make_sandbox(tmp_path / "venv")
-    box.run("pip install -q -e .", cwd=project)
+    box.run("pip install -q -e '.[test]'", cwd=project)
 
     run = box.run("python -m simcore.run demo_study --seed 3 --json --out runs", cwd=tmp_path).stdout
     results = json.loads(run)
@@ -85,7 +87,7 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     assert cal["null"]["config"] == {"leader_pull": 0.2}
     assert {m["metric"] for m in cal["metrics"]}, cal
 
-    # The package's own tests pass, the planted effect included.
-    box.run("python -m pytest -q -p no:cacheprovider", cwd=project)
+    # The package's own tests pass, the planted effect included, run as the command said.
+    box.run(f"python -m pytest -q -p no:cacheprovider {project}", cwd=tmp_path)
     # The shared environment does not know the package.
     assert subprocess.run([sys.executable, "-c", "import demo_study"], capture_output=True).returncode != 0

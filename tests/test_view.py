@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from markupsafe import escape
 
 from simcore.view.app import make_app
 from simcore.view.paths import BadId, resolve_id, split_id
@@ -213,6 +214,136 @@ def test_a_run_without_a_cassette_says_it_recorded_no_prompts(runs):
     root, ids = runs
     [(status, html)] = get(root, f"/run/{ids['short']}")
     assert status == 200 and "recorded no prompts" in html and 'class="prompt"' not in html
+    # The notes above the transcript are sentences apart ("keep one).Costs per call" once ran them together).
+    notes = re.sub(r"\s+", " ", html.split('id="transcript-notes">', 1)[1].split("</p>", 1)[0])
+    assert "keep one). Costs per call priced as stub." in notes and not re.search(r"[.)][A-Z]", notes), notes
+
+
+def test_breakable_text_wraps_only_after_separators_and_stays_escaped():
+    from simcore.view.app import _breakable
+
+    assert str(_breakable("mc/context_corrosion/mc-1.2")) == "mc/<wbr>context_<wbr>corrosion/<wbr>mc-<wbr>1.<wbr>2"
+    assert str(_breakable("<b>_x")) == "&lt;b&gt;_<wbr>x"
+
+
+def test_the_index_shows_each_key_metric_by_name_and_value(runs):
+    from simcore.view.app import _num
+    from simcore.view.catalog import Catalog
+
+    root, ids = runs
+    [(status, html)] = get(root, "/")
+    assert status == 200 and "ellipsis" not in html
+    entries = {e.id: e for e in Catalog(root).scan()}
+    shown = 0
+    for row in _rows(html):
+        eid = re.search(r'href="/[a-z]+/([^"]+)"', row).group(1)
+        cell = row.split('class="metrics">', 1)[1].split("</td>", 1)[0]
+        pairs = re.findall(r'<dt>(.*?)</dt><dd><span class="v">(.*?)</span>', cell)
+        assert [(n.replace("<wbr>", ""), v) for n, v in pairs] == [
+            (str(escape(k)), _num(v)) for k, v in entries[eid].metrics.items()], eid
+        shown += len(pairs)
+    assert shown >= 10
+
+
+def test_monte_carlo_and_comparison_rows_show_backend_cost_and_their_result(runs):
+    from simcore.base.files import read_record
+    from simcore.view.catalog import Catalog
+
+    root, ids = runs
+    entries = {e.id: e for e in Catalog(root).scan()}
+    group, comparison = entries[ids["group"]], entries[ids["comparison"]]
+    assert (group.backend, group.models, group.cost_usd) == ("stub", ["stub"], 0.0)
+    diffs = read_record(root / ids["group"] / "summary.json")["statistical_comparison"]["difference_summary"]
+    compared = {k: d for k, d in diffs.items() if isinstance(d, dict) and "delta_mean" in d}
+    assert group.metrics and all(group.metrics[k] == compared[k.removeprefix("Δ ")]["delta_mean"] for k in group.metrics)
+    assert group.verdicts == {k: "significant" if compared[k.removeprefix("Δ ")]["significant"] else "not significant"
+                              for k in group.metrics}
+    n = sum(d["significant"] for d in compared.values())
+    assert group.note.endswith(f"; {n} of {len(compared)} metrics significant")
+    assert (comparison.backend, comparison.models, comparison.cost_usd) == ("stub", ["stub"], 0.0)
+    rows = [d for pair in read_record(root / ids["comparison"] / "comparison.json")["pairs"]
+            for d in pair.values() if isinstance(d, dict) and isinstance(d.get("significant"), bool)]
+    n = sum(d["significant"] for d in rows)
+    assert len(rows) >= 10 and comparison.note.endswith(f"; {n} of {len(rows)} differences significant")
+    [(_, html)] = get(root, "/")
+    row = next(r for r in _rows(html) if f'href="/group/{ids["group"]}"' in r)
+    assert "<td>stub / stub</td>" in row and "$0.0000" in row and "<dt>Δ " in row
+
+
+def test_a_comparison_manifest_with_a_bad_backend_is_a_damaged_row_not_a_failed_page(runs, tmp_path):
+    import json
+
+    root, ids = runs
+    copy = tmp_path / "runs" / "cmp"
+    shutil.copytree(root / ids["comparison"], copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "backend": "stub"}))
+    [(status, html)] = get(tmp_path / "runs", "/")
+    assert status == 200 and "manifest.json: backend: must be an object, got &#34;stub&#34;" in html
+
+
+def test_a_groups_row_sums_its_trials_cost_and_takes_their_backend():
+    from simcore.view.catalog import Entry, Trial, nest
+
+    group = Entry("x/mc-1", "montecarlo", trials=[Trial("A #0", "x/mc-1/trials/mc-1-A0"),
+                                                  Trial("B #0", "x/mc-1/trials/mc-1-B0"), Trial("A #1", None)])
+    trials = {"x/mc-1/trials/mc-1-A0": Entry("x/mc-1/trials/mc-1-A0", "run", backend="openai", models=["m1"],
+                                             cost_usd=0.5, seed=3, status="ok"),
+              "x/mc-1/trials/mc-1-B0": Entry("x/mc-1/trials/mc-1-B0", "run", backend="openai", models=["m2"],
+                                             cost_usd=0.25, seed=3, status="error")}
+    [row] = nest([group], trials.get)
+    assert (row.backend, row.models, row.cost_usd) == ("openai", ["m1", "m2"], 0.75)
+    assert [(t.seed, t.status) for t in row.trials] == [(3, "ok"), (3, "error"), (None, None)]
+    assert group.cost_usd is None and group.trials[0].seed is None  # the cached entry is left as it was
+
+
+def test_a_group_written_before_the_trials_moved_inside_still_nests_them(runs, tmp_path):
+    """Groups written before 2026-11-27 keep their trials beside them, and no trials_dir."""
+    import json
+
+    root, ids = runs
+    old = tmp_path / "runs" / "context_corrosion"
+    group = old / ids["group"].rsplit("/", 1)[1]
+    shutil.copytree(root / ids["group"], group)
+    for trial in (group / "trials").iterdir():
+        trial.rename(old / trial.name)
+    (group / "trials").rmdir()
+    summary = json.loads((group / "summary.json").read_text())
+    del summary["trials_dir"]
+    (group / "summary.json").write_text(json.dumps(summary))
+    (status, html), (gstatus, page) = get(tmp_path / "runs", "/", f"/group/context_corrosion/{group.name}")
+    assert status == gstatus == 200
+    rows = _rows(html)
+    assert len(rows) == 1 and "<td>stub / stub</td>" in rows[0]
+    trials = summary["run_A_trial_ids"] + summary["run_B_trial_ids"]
+    assert all(f'href="/run/context_corrosion/{t}"' in html for t in trials)
+    assert all(f'href="/run/context_corrosion/{t}"' in page for t in trials) and page.count("/compare?a=") == 2
+
+
+def test_plot_captions_say_nothing_unless_a_manifest_fails_to_vouch(runs, tmp_path):
+    import json
+
+    root, ids = runs
+    # (the sweep's plots are drawn and captioned as a group's are; the fixture's sweep has none)
+    for status, page in get(root, f"/group/{ids['group']}", f"/study/{ids['study']}", f"/comparison/{ids['comparison']}"):
+        plots = page.split('id="plots"', 1)[1].split("</section>", 1)[0]
+        captions = re.findall(r"<figcaption>(.*?)</figcaption>", plots)
+        assert status == 200 and captions and all(c.endswith(".png") for c in captions), captions
+    # A run written before manifests recorded hashes, and a plot added to a run after it was written.
+    old = tmp_path / "runs" / "old-run"
+    shutil.copytree(root / ids["cassette"], old)
+    (old / "plots").mkdir(exist_ok=True)
+    shutil.copy(next((root / ids["group"] / "plots").glob("*.png")), old / "plots" / "added.png")
+    (status, page), (plot, body) = get(tmp_path / "runs", "/run/old-run", "/plot/old-run?name=plots/added.png")
+    assert status == 200 and "<figcaption>plots/added.png <span class=\"muted\">(damaged: not among the files" in page
+    assert plot == 422 and body.endswith("added.png: is not among the files that manifest.json records")
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["files"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    [(status, page)] = get(tmp_path / "runs", "/run/old-run")
+    [(plot, png)] = asyncio.run(_get_bytes(tmp_path / "runs", "/plot/old-run?name=plots/added.png"))
+    assert status == 200 and "file hash not recorded: written before 2026-11-23" in page
+    assert plot == 200 and png.startswith(b"\x89PNG")  # nothing to check it against
 
 
 def test_damaged_run_shows_the_readers_message_and_the_server_goes_on(runs):
@@ -293,7 +424,7 @@ def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
     [(status, html)] = get(root, "/")
     row = next(r for r in html.split("<tr ") if ids["comparison"] in r)
     assert 'data-k-kind="comparison"' in row and "damaged" not in row
-    assert f'href="/comparison/{ids["comparison"]}"' in row and "2 trial(s) each" in row
+    assert f'href="/comparison/{ids["comparison"]}"' in row and "2 trials each" in row
     [(status, page)] = get(root, f"/comparison/{ids['comparison']}")
     assert status == 200 and "Mechanism comparison of llm_auction" in page
     for mechanism in ("auction", "free_discussion", "turn_taking"):
@@ -345,20 +476,22 @@ def test_comparison_plots_are_served_and_checked_against_its_manifest(runs, tmp_
 
 def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
     from simcore.base.files import read_record
+    from simcore.runs.counterfactual import trial_dir
 
     root, ids = runs
     [(status, html)] = get(root, "/")
     assert status == 200
     summary = read_record(root / ids["group"] / "summary.json")
-    trials = summary["run_A_trial_ids"] + summary["run_B_trial_ids"]
-    parent = ids["group"].rsplit("/", 1)[0]
+    # The trials sit inside the group's directory (trial_dir), where the walk does not go.
+    trials = [trial_dir(ids["group"], summary, t).as_posix() for t in summary["run_A_trial_ids"] + summary["run_B_trial_ids"]]
+    assert all(t.startswith(ids["group"] + "/trials/") and (root / t / "manifest.json").is_file() for t in trials)
     rows = _rows(html)
     # No trial is a row of its own; each is in its group's nested table, labelled by its condition.
-    assert not [r for r in rows for t in trials if f"{parent}/{t}\"" in r.split("</td>", 2)[1]]
+    assert not [r for r in rows for t in trials if f'/{t}"' in r.split("</td>", 2)[1]]
     group = html.split(f'href="/group/{ids["group"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
     assert '<details class="trials">' in group and "<details class=\"trials\" open" not in group
     for t in trials:
-        assert f'href="/run/{parent}/{t}"' in group
+        assert f'href="/run/{t}"' in group
     assert "biased=true #0" in group and "biased=false #1" in group
     group_row = next(r for r in rows if f'href="/group/{ids["group"]}"' in r)
     n = int(re.search(r"(\d+) replies", group_row).group(1))
@@ -638,6 +771,74 @@ def test_browser_index_fits_1280_px_with_trials_nested_and_collapsed(server, bro
         assert status == "200 image/svg+xml"
         assert browser.execute_script("return document.querySelector('link[rel=icon]').href;").endswith(
             "/static/favicon.svg")
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+#: In the page: the characters after which an element's text breaks onto a new line, as laid out.
+LINE_ENDS = """
+const ends = el => {
+  const out = [], range = document.createRange();
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  let top = null, last = null;
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+      if (/\\s/.test(node.data[i])) continue;
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) continue;
+      if (top !== null && rect.top > top + 2) out.push(last);
+      top = rect.top; last = node.data[i];
+    }
+  }
+  return out;
+};
+"""
+
+
+@pytest.mark.browser
+def test_browser_index_at_1280_px_shows_every_key_metric_value_whole(runs, server, browser):
+    from simcore.view.app import _num
+    from simcore.view.catalog import Catalog
+
+    root, _ = runs
+    base, ids = server
+    expected = {e.id: [[k, _num(v)] for k, v in e.metrics.items()] for e in Catalog(root).scan()}
+    browser.set_window_size(1280, 1000)
+    try:
+        browser.get(base + "/")
+        browser.execute_script("document.querySelectorAll('details.trials').forEach(d => d.open = true);")
+        # Every key figure of every row, read from the page: name, value, and whether both lie whole
+        # inside their cell (not clipped, no ellipsis).
+        shown = browser.execute_script("""
+          const out = {};
+          for (const tr of document.querySelectorAll("#runs > tbody > tr[data-k-kind]")) {
+            const id = tr.querySelector("td:nth-child(2) a").getAttribute("href").replace(/^\\/[a-z]+\\//, "");
+            const cell = tr.querySelector("td.metrics"), box = cell.getBoundingClientRect();
+            out[id] = [...cell.querySelectorAll("dl.figures > div")].map(d => {
+              const parts = [d.querySelector("dt"), d.querySelector("dd .v")];
+              const whole = parts.every(e => {
+                const r = e.getBoundingClientRect();
+                return r.width > 0 && r.left >= box.left - 0.5 && r.right <= box.right + 0.5
+                  && e.scrollWidth <= e.clientWidth + 1 && getComputedStyle(e).textOverflow !== "ellipsis";
+              });
+              return [parts[0].innerText.replace(/\\n/g, ""), parts[1].innerText, whole];
+            });
+          }
+          return out;""")
+        assert set(shown) == set(expected)
+        for eid, figures in shown.items():
+            assert [f[:2] for f in figures] == expected[eid], eid
+            assert all(f[2] for f in figures), (eid, figures)
+        assert sum(map(len, shown.values())) >= 10 and any(f[0].startswith("Δ ") for f in shown[ids["group"]])
+        # Ids, scenario names and metric names wrap only after a separator, never inside a word.
+        ends = browser.execute_script(LINE_ENDS + """
+          const els = document.querySelectorAll("#runs td:nth-child(2) a, #runs td:nth-child(3), #runs dl.figures dt, #runs table.nested a");
+          return [...els].map(el => [el.textContent, ends(el)]).filter(x => x[1].length);""")
+        assert ends and all(set(e) <= set("/_-.,=") for _, e in ends), ends  # (ids do wrap at 1280 px)
+        inner = browser.execute_script("return window.innerWidth;")
+        assert browser.execute_script("return document.documentElement.scrollWidth;") <= inner
+        browser.save_screenshot(str(browser.shots / "runs-1280-metrics.png"))
     finally:
         browser.set_window_size(1400, 1000)
 

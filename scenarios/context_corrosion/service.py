@@ -174,9 +174,10 @@ def error(status: int, message: str, headers: Mapping[str, str] | None = None) -
 
 # -- views of stored records (read through simcore.base.files) -----------------------
 
-def run_view(root: Path, run_id: str) -> dict[str, Any]:
+def run_view(run_dir: Path) -> dict[str, Any]:
     """A run's seed-style view from its results.json."""
-    res = read_run(root / run_id, trace=False).results
+    run_id = run_dir.name
+    res = read_run(run_dir, trace=False).results
     return {
         "experiment_id": run_id,
         "status": res["status"],
@@ -203,8 +204,8 @@ def group_view(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
             "experiment_id": gid,
             "seed": summary.get("seed"),
             "task_id": cfg.get("task"),
-            "run_A": run_view(root, summary["run_A_trial_ids"][0]),
-            "run_B": run_view(root, summary["run_B_trial_ids"][0]),
+            "run_A": run_view(trial_path(root / gid, summary, summary["run_A_trial_ids"][0])),
+            "run_B": run_view(trial_path(root / gid, summary, summary["run_B_trial_ids"][0])),
             "counterfactual_comparison": summary.get("counterfactual_comparison"),
             "failed_trials": summary.get("failed_trials", []),
         }
@@ -218,10 +219,13 @@ def urls(run_id: str, plots: Any) -> dict[str, str]:
     return {k: f"/static/experiments/{run_id}/{v}" for k, v in plots.items()}
 
 
-def _run_ids(value: Any) -> bool:
+def _name(value: Any) -> bool:
     # Checked like ids from a URL: a stored record must not lead outside the output root.
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(v, str) and RUN_ID.match(v) and ".." not in v for v in value)
+    return isinstance(value, str) and bool(RUN_ID.match(value)) and ".." not in value
+
+
+def _run_ids(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_name(v) for v in value)
 
 
 SUMMARY_SCHEMA = {
@@ -233,13 +237,38 @@ SUMMARY_SCHEMA = {
 }
 
 
+def trial_path(group_dir: Path, summary: Mapping[str, Any], run_id: str) -> Path:
+    """A group's trial: inside the group, in the folder its summary names (``trials_dir``), or
+    beside the group where it names none (groups written before the trials moved inside)."""
+    sub = summary.get("trials_dir")
+    if sub is not None and not _name(sub):
+        raise DamagedFile(group_dir / "summary.json", f"trials_dir: must be a directory name, got {sub!r}")
+    return group_dir / sub / run_id if sub is not None else group_dir.parent / run_id
+
+
+def experiment_dir(root: Path, experiment_id: str) -> Path:
+    """Where a run, a group, or a group's trial is (or would be): a trial of group G is
+    ``G-A<i>`` / ``G-B<i>``, found inside G once G's summary is written.
+
+    Raises:
+        DamagedFile: when the group's summary is there but fails its check.
+    """
+    d = root / experiment_id
+    group = root / experiment_id.rpartition("-")[0]
+    if not d.exists() and (group / "summary.json").is_file():
+        summary = read_record(group / "summary.json", SUMMARY_SCHEMA)
+        if experiment_id in summary["run_A_trial_ids"] + summary["run_B_trial_ids"]:
+            return trial_path(group, summary, experiment_id)
+    return d
+
+
 def lookup(root: Path, experiment_id: str) -> dict[str, Any] | None:
-    """The stored record of a run or group, or None if there is none.
+    """The stored record of a run, a group or a group's trial, or None if there is none.
 
     Raises:
         DamagedFile: when the record is there but fails its check.
     """
-    d = root / experiment_id
+    d = experiment_dir(root, experiment_id)
     if (d / "experiment.json").is_file():
         record = read_record(d / "experiment.json")
         record["plots"] = urls(experiment_id, record.get("plots"))
@@ -247,7 +276,7 @@ def lookup(root: Path, experiment_id: str) -> dict[str, Any] | None:
     if (d / "summary.json").is_file():
         return group_view(root, read_record(d / "summary.json", SUMMARY_SCHEMA))
     if (d / "manifest.json").is_file():  # a run without a log (a failed trial)
-        return run_view(root, experiment_id)
+        return run_view(d)
     return None
 
 
@@ -286,8 +315,7 @@ async def _job(job_id: int, kind: str, body: dict[str, Any], out: Path, spec: Ba
             trial = await run_trial_async(scenario, cfg, body["seed"], spec)
             if cancelled():
                 raise asyncio.CancelledError
-            write_run(trial, out, name)
-            return {"mode": "single", **run_view(root, name)}
+            return {"mode": "single", **run_view(write_run(trial, out, name))}
         n_trials = body["n_trials"] if kind == "monte_carlo" else None
         summary = await run_arms_async(scenario, _config(scenario, body), body["seed"], n_trials=n_trials,
                                        spec=spec, out=out, progress=False, group_id=name, cancelled=cancelled)
@@ -458,9 +486,10 @@ class Service:
         self.worker = Worker()
 
     def _remove_staging(self, job: Job) -> None:
-        """Remove the staging directories a killed job left (its run ids start with its name)."""
+        """Remove the staging directories a killed job left (its run ids start with its name;
+        a group's trials are staged inside the group's directory)."""
         if self.root.is_dir():
-            for stage in self.root.glob(f".{job.name}*.tmp"):
+            for stage in [*self.root.glob(f".{job.name}*.tmp"), *self.root.glob(f"{job.name}/*/.{job.name}*.tmp")]:
                 shutil.rmtree(stage, ignore_errors=True)
 
     # -- accepting and running experiments --------------------------------------
@@ -586,8 +615,11 @@ class Service:
             return error(400, f"experiment_id: must be letters, digits, '.', '_' or '-' (no '..'); got {eid!r}")
         if not PLOT_NAME.match(name) or ".." in name:
             return error(400, f"file: must be a plot file name like similarity_heatmap_run_a.png; got {name!r}")
-        path = self.root / eid / "plots" / name
-        if not path.is_file():
+        try:
+            path = await asyncio.to_thread(experiment_dir, self.root, eid) / "plots" / name
+        except DamagedFile:
+            path = None
+        if path is None or not path.is_file():
             return error(404, f"file: no plot {name!r} for experiment {eid!r}")
         return web.FileResponse(path)
 

@@ -7,7 +7,8 @@ across mechanisms within a trial and the differences are paired. It writes one
 directory, atomically::
 
     <out>/llm_auction/compare-<utc>-s<seed>-<hex>/
-        manifest.json        config, mechanisms, trial seeds, versions, code revision
+        manifest.json        config, mechanisms, trial seeds, backend, models and the
+                             trials' cost in dollars, versions, code revision
         comparison.json      per mechanism: correctness (pooled Wilson CI, and the
                              per-trial mean with the interval its kind calls for),
                              cost, reward, participation; by style; between
@@ -99,6 +100,7 @@ class Comparison:
     frames: dict[str, pd.DataFrame]
     trials: pd.DataFrame
     results: dict[str, list[dict[str, Any]]]
+    backend: BackendSpec
 
 
 def trial_seeds(seed: int, n: int) -> list[int]:
@@ -149,7 +151,7 @@ async def run_comparison_async(
     frames = {
         name: pd.concat(p, ignore_index=True) if p else pd.DataFrame() for name, p in parts.items()
     }
-    return Comparison(cfg, seed, seeds, list(mechanisms), frames, pd.DataFrame(rows), results)
+    return Comparison(cfg, seed, seeds, list(mechanisms), frames, pd.DataFrame(rows), results, spec)
 
 
 def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
@@ -223,9 +225,12 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
             cost_vs_correctness(c.trials[c.trials["status"] == "ok"], plots / "cost_vs_correctness.png")
             participation_by_style(c.frames["agent_round_results"], plots / "participation_by_style.png")
         # Last, so that it vouches for every other file, as a run's manifest does (simcore.base.files).
+        every = [r for rs in c.results.values() for r in rs]
         write_json(stage / "manifest.json", {
             "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
             "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
+            "backend": c.backend.to_dict(), "models": sorted({m for r in every for m in r.get("usage") or {}}),
+            "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in every),
             "versions": package_versions(), "code_revision": code_revision(), "created_utc": utc_now(),
             "files": file_hashes(stage),
         })

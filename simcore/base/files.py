@@ -537,7 +537,9 @@ def read_comparison_manifest(compare_dir: str | Path) -> dict[str, Any]:
     """A mechanism comparison's ``manifest.json``.
 
     It describes the comparison (the command, mechanisms, trial seeds), not a run,
-    so it has its own schema; since 2026-11 it records its files' hashes (``files``).
+    so it has its own schema; since 2026-11 it records its files' hashes (``files``),
+    and since 2026-11-27 its backend, models and the trials' cost (``backend``,
+    ``models``, ``cost_usd``).
 
     Raises:
         DamagedFile: naming the file and what is wrong.
@@ -545,7 +547,7 @@ def read_comparison_manifest(compare_dir: str | Path) -> dict[str, Any]:
     path = Path(compare_dir) / MANIFEST
     manifest = _json_object(path)
     _check(path, manifest, COMPARISON_MANIFEST_SCHEMA)
-    _check(path, manifest, {"files": OBJECT}, required=False)
+    _check(path, manifest, {"files": OBJECT, "backend": OBJECT, "models": LIST, "cost_usd": NUMBER}, required=False)
     for name, digest in manifest.get("files", {}).items():
         if name.startswith("/") or ".." in name.split("/"):
             raise DamagedFile(path, f"files: {name!r} is not a path inside the comparison directory")

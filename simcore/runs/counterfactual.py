@@ -9,12 +9,15 @@ A scenario whose :class:`~simcore.runs.scenario.Scenario` sets ``counterfactual 
   (common random numbers), so trial i of A and trial i of B form a pair.
 
 All trials run concurrently on one asyncio loop, so a real backend overlaps all
-their calls. Each trial gets its own run directory, ``<group-id>-A<i>`` /
-``<group-id>-B<i>``, and the group gets a directory of its own,
-``<out>/<scenario>/<group-id>/``, with:
+their calls. The group gets a directory of its own, ``<out>/<scenario>/<group-id>/``,
+and its trials sit inside it, so that ``<out>/<scenario>/`` keeps one entry per group:
 
+- ``trials/<group-id>-A<i>/``, ``trials/<group-id>-B<i>/``: each trial's run
+  directory (``summary.json`` names the folder, ``trials_dir``; :func:`trial_dir`
+  finds a trial, in groups written before it too, whose trials sit beside the group);
 - ``summary.json``: ids, seeds, per-arm aggregates of every scalar metric, and
-  the comparison (the scenario's ``compare`` hook, or a generic one);
+  the comparison (the scenario's ``compare`` hook, or a generic one); written
+  last, so a group without it is one that was interrupted (its finished trials stay);
 - ``trials.csv``: one row per trial (arm, seed, run id, status, every scalar metric);
 - in ``summary.json``, ``backend``: the shared backend's totals (requests,
   attempts, retries, tokens, cost per provider), which are the sums of the
@@ -44,13 +47,14 @@ from simcore.analysis.plots import (
     summary_plots_wanted,
 )
 from simcore.base.config import Config, ConfigError
+from simcore.base.files import DamagedFile
 from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.base.records import (
+    RUN_ID,
     atomic_write,
     check_run_id,
     new_run_id,
-    staged_dir,
     write_json,
 )
 from simcore.base.rng import derive_seed
@@ -61,7 +65,7 @@ from simcore.runs.runner import (
     close_backend,
     run_trial_async,
     scenario_backend,
-    write_run,
+    write_run_into,
 )
 from simcore.runs.scenario import Scenario
 
@@ -70,6 +74,8 @@ ARMS = ("A", "B")
 # per arm has no spread, so none of its statistics could be computed.
 MIN_TRIALS = 2
 MAX_TRIALS = 10_000
+#: The folder of a group's directory that holds its trials' run directories (``summary.json``'s ``trials_dir``).
+TRIALS_DIR = "trials"
 
 
 def trial_seeds(seed: int, n_trials: int) -> list[int]:
@@ -191,6 +197,9 @@ async def run_arms_async(
     mode = "counterfactual" if n_trials is None else "monte_carlo"
     seeds = [seed] if n_trials is None else trial_seeds(seed, n_trials)
     group_id = check_run_id(group_id or f"{'cf' if n_trials is None else 'mc'}-{new_run_id(seed)}")
+    group_dir = _group_dir(out, scenario, group_id)
+    if group_dir.exists():  # before any work, not after it
+        raise FileExistsError(f"{group_dir} already exists")
     width = len(str(len(seeds) - 1))
 
     def run_id(arm: str, i: int) -> str:
@@ -208,7 +217,7 @@ async def run_arms_async(
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simcore-write")
 
     def write(trial: TrialResult, rid: str) -> str:
-        path = write_run(trial, out, rid)
+        path = write_run_into(trial, group_dir / TRIALS_DIR, rid)
         bar.update(1)  # from the writer thread: the loop may be busy analysing other trials
         return path.name
 
@@ -282,6 +291,7 @@ def write_summary(
         "trial_seeds": seeds,
         "run_A_trial_ids": [rid for _, rid in trials["A"]],
         "run_B_trial_ids": [rid for _, rid in trials["B"]],
+        "trials_dir": TRIALS_DIR,
         "failed_trials": [
             {"run_id": rid, "arm": arm, "seed": t.seed, "error": t.error}
             for arm in ARMS for t, rid in trials[arm] if t.status != "ok"
@@ -298,22 +308,42 @@ def write_summary(
     if backend_totals is not None:
         summary["backend"] = backend_totals
     metrics = compared_metrics(comparison)
-    with staged_dir(_group_dir(out, scenario, group_id)) as stage:
-        atomic_write(stage / "trials.csv", trials_csv(group_id, name, trials, seeds))
-        if mode == "monte_carlo" and len(ok) >= 2 and metrics and summary_plots_wanted():
-            comparison_plot(
-                [scalar_metrics(r) for r in res["A"]], [scalar_metrics(r) for r in res["B"]],
-                comparison.get("difference_summary", {}), stage / "plots" / "comparison.png",
-                metrics=metrics, labels=(f"A: {name}={value_a}", f"B: {name}={value_b}"),
-                title=f"{scenario.name}: Monte Carlo, {len(ok)} paired trials per arm (seed {seed})",
-            )
-            summary["plots"] = {"comparison": "plots/comparison.png"}
-        write_json(stage / "summary.json", summary)
+    # The trials are in the group's directory already: each file is written whole, and
+    # summary.json last, as the mark of a finished group.
+    group = _group_dir(out, scenario, group_id)
+    group.mkdir(parents=True, exist_ok=True)
+    atomic_write(group / "trials.csv", trials_csv(group_id, name, trials, seeds))
+    if mode == "monte_carlo" and len(ok) >= 2 and metrics and summary_plots_wanted():
+        comparison_plot(
+            [scalar_metrics(r) for r in res["A"]], [scalar_metrics(r) for r in res["B"]],
+            comparison.get("difference_summary", {}), group / "plots" / "comparison.png",
+            metrics=metrics, labels=(f"A: {name}={value_a}", f"B: {name}={value_b}"),
+            title=f"{scenario.name}: Monte Carlo, {len(ok)} paired trials per arm (seed {seed})",
+        )
+        summary["plots"] = {"comparison": "plots/comparison.png"}
+    write_json(group / "summary.json", summary)
     return summary
 
 
 def _group_dir(out: str | Path, scenario: Scenario, group_id: str) -> Path:
     return Path(out) / scenario.name / group_id
+
+
+def trial_dir(group_dir: str | Path, summary: Mapping[str, Any], run_id: str) -> Path:
+    """The run directory of trial ``run_id`` of the group in ``group_dir`` (whose ``summary.json``
+    is ``summary``): inside the group, in its ``trials_dir``; beside it for a group written before
+    the trials moved inside (2026-11), whose summary names no ``trials_dir``.
+
+    Raises:
+        DamagedFile: when the summary's ``trials_dir`` or ``run_id`` is not a plain name
+            (a record must not lead outside the group's directory).
+    """
+    group_dir = Path(group_dir)
+    sub = summary.get("trials_dir")
+    for field, value in (("trials_dir", sub), ("run id", run_id)):
+        if value is not None and not (isinstance(value, str) and RUN_ID.match(value) and ".." not in value):
+            raise DamagedFile(group_dir / "summary.json", f"{field}: must be a plain directory name, got {value!r}")
+    return group_dir / sub / run_id if sub is not None else group_dir.parent / run_id
 
 
 def aggregate(scenario: Scenario, results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -306,8 +306,14 @@ def file_hashes(run_dir: Path) -> dict[str, str]:
 
 def write_run(trial: TrialResult, out: str | Path, run_id: str | None = None) -> Path:
     """Write ``trial`` to ``out/<scenario>/<run-id>/`` atomically; return the directory."""
+    return write_run_into(trial, Path(out) / trial.scenario.name, run_id)
+
+
+def write_run_into(trial: TrialResult, parent: str | Path, run_id: str | None = None) -> Path:
+    """Write ``trial`` to ``parent/<run-id>/`` atomically (a group's trials: inside the group's
+    directory); return the directory."""
     run_id = check_run_id(run_id or new_run_id(trial.seed))
-    final = Path(out) / trial.scenario.name / run_id
+    final = Path(parent) / run_id
     results = {**trial.results, "run_id": run_id}
     with staged_dir(final) as stage:
         if isinstance(trial.trace, StreamedTrace):

@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
+from markupsafe import Markup, escape
 
 from simcore.analysis.divergence import (
     compare_signatures,
@@ -49,6 +51,7 @@ from simcore.base.files import (
     read_sweep_definition,
     recorded_files,
 )
+from simcore.runs.counterfactual import trial_dir
 from simcore.sim.trace import TraceEvent
 from simcore.view import timeline
 from simcore.view.catalog import Catalog, SweepLayout, arm_label, kind_of, ledger_rows
@@ -61,6 +64,8 @@ MAX_PAGE_SIZE = 2000
 #: Largest product of two traces' lengths that /compare aligns (the alignment is quadratic).
 MAX_ALIGN_CELLS = 4_000_000
 REPLAY_TIMEOUT_S = 600
+#: The day each kind of manifest began to record its files' hashes (``files``).
+HASHES_SINCE = {"run": "2026-11-23", "comparison": "2026-11-26"}
 STATIC = Path(__file__).with_name("static")
 ROOT_KEY = web.AppKey("root", Path)
 CATALOG_KEY = web.AppKey("catalog", Catalog)
@@ -76,9 +81,17 @@ def _environment() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
-    # An ISO time in UTC as "2026-11-26 10:33:41" (the column says UTC), which wraps at the space.
-    env.filters["when"] = lambda v: str(v).replace("T", " ").removesuffix("+00:00") if v else "-"
+    # An ISO time in UTC as "2026-11-26 10:33:41" (the column says UTC), which wraps at the space only.
+    env.filters["when"] = lambda v: Markup(" ").join(
+        Markup('<span class="nw">%s</span>') % part for part in str(v).removesuffix("+00:00").split("T")) if v else "-"
+    env.filters["breakable"] = _breakable
     return env
+
+
+def _breakable(text: Any) -> Markup:
+    """``text`` escaped, with a line-break opportunity after each separator (``/ _ - . , =``), so that
+    ids and names wrap there and not inside a word (``context_<wbr>corrosion``)."""
+    return Markup("<wbr>").join(escape(part) for part in re.split(r"(?<=[/_\-.,=])", str(text)))
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -195,14 +208,24 @@ def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dic
     return ctx
 
 
-def _plots(root: Path, path: Path, manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The PNGs of an entry, with whether the manifest vouches for each."""
-    recorded = (manifest or {}).get("files") or {}
-    names = {n for n in recorded if n.endswith(".png")}
+def _plots(root: Path, path: Path, manifest: dict[str, Any] | None, kind: str = "run") -> list[dict[str, Any]]:
+    """The PNGs of an entry, each with a note for its caption where its manifest does not vouch
+    for it; none where the manifest does, or where the entry has no manifest (groups, sweeps and
+    studies, whose plots no file records: docs/view.md)."""
+    recorded = (manifest or {}).get("files")
+    names = {n for n in recorded or {} if n.endswith(".png")}
     for sub in (path, path / "plots"):
         if sub.is_dir() and inside(root, sub):
             names |= {p.relative_to(path).as_posix() for p in sub.glob("*.png")}
-    return [{"name": n, "vouched": n in recorded} for n in sorted(names)]
+    out = []
+    for n in sorted(names):
+        note = None
+        if manifest is not None and recorded is None:
+            note = f"file hash not recorded: written before {HASHES_SINCE[kind]}, when manifests began to record them"
+        elif manifest is not None and n not in recorded:
+            note = "damaged: not among the files its manifest records"
+        out.append({"name": n, "note": note})
+    return out
 
 
 def _nested_runs(root: Path, path: Path) -> list[str]:
@@ -361,11 +384,13 @@ def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
         return ctx
-    parent = path.parent.relative_to(root).as_posix()
-    arms = [summary.get("run_A_trial_ids") or [], summary.get("run_B_trial_ids") or []]
-    ctx["pairs"] = [{"i": i, "a": f"{parent}/{x}" if parent != "." else x,
-                     "b": (f"{parent}/{arms[1][i]}" if parent != "." else arms[1][i]) if i < len(arms[1]) else None}
-                    for i, x in enumerate(arms[0])]
+    try:
+        arms = [[trial_dir(eid, summary, str(rid)).as_posix() for rid in summary.get(f"run_{arm}_trial_ids") or []]
+                for arm in ("A", "B")]
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        arms = [[], []]
+    ctx["pairs"] = [{"i": i, "a": a, "b": arms[1][i] if i < len(arms[1]) else None} for i, a in enumerate(arms[0])]
     ctx["comparison"] = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
     ctx["aggregates"] = {arm: summary.get(f"run_{arm}_aggregate") or {} for arm in ("A", "B")}
     ctx["arms"] = {arm: arm_label(summary, arm) for arm in ("A", "B")}
@@ -378,7 +403,7 @@ def _comparison_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
     try:
         guard(root, path / "manifest.json", path / "comparison.json")
         ctx["manifest"], ctx["comparison"] = read_comparison(path)
-        ctx["plots"] = _plots(root, path, ctx["manifest"])
+        ctx["plots"] = _plots(root, path, ctx["manifest"], "comparison")
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
     return ctx
@@ -510,9 +535,12 @@ async def plot(request: web.Request) -> web.Response:
 
     def load() -> bytes:
         data = file.read_bytes()
-        # (a run's manifest, or a mechanism comparison's: simcore.base.files reads each by its kind)
-        expected = (recorded_files(path) or {}).get(name)
-        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        # (a run's manifest, or a mechanism comparison's: simcore.base.files reads each by its kind;
+        # one that records its files lists every file it vouches for, so an unlisted one is damage)
+        recorded = recorded_files(path)
+        if recorded is not None and name not in recorded:
+            raise DamagedFile(file, "is not among the files that manifest.json records")
+        if recorded is not None and hashlib.sha256(data).hexdigest() != recorded[name]:
             raise DamagedFile(file, "damaged: its sha256 is not the one manifest.json records")
         return data
 

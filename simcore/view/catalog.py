@@ -15,11 +15,13 @@ kind               marked by                        what it is
 
 The walk does not descend into an entry (a study's runs are listed on its own
 page), into hidden directories (staging directories, ``.lock``), or through
-symlinked directories. A Monte Carlo's trials (run directories beside its
-summary) and a sweep's trials (from its ledger) are not rows of their own: they
-are the group's ``trials``, shown nested under its row. Every file is read
-through :mod:`simcore.base.files`; a damaged entry is listed with the reader's
-message. Summaries are cached per directory and recomputed when a marker file changes.
+symlinked directories. A Monte Carlo's trials (run directories inside its
+directory, or beside it in groups written before 2026-11-27) and a sweep's trials
+(from its ledger) are not rows of their own: they are the group's ``trials``,
+shown nested under its row, and a Monte Carlo's row takes its backend and cost from
+them. Every file is read through :mod:`simcore.base.files`; a damaged entry is
+listed with the reader's message. Summaries are cached per directory and recomputed
+when a marker file changes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from simcore.base.files import (
     DamagedFile,
@@ -42,7 +44,8 @@ from simcore.base.files import (
     read_trace,
 )
 from simcore.replies.quality import merge, unreadable_share
-from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
+from simcore.runs.counterfactual import trial_dir
+from simcore.view.paths import MAX_DEPTH, SEGMENT, BadId, entry_id, guard, resolve_id
 
 MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",
            "comparison.json")
@@ -74,7 +77,9 @@ class Entry:
         id: Path relative to RUNS_DIR.
         kind: run, montecarlo, counterfactual, group, sweep, study or comparison.
         scenario, created, seed, backend, models, status, cost_usd, parse, metrics:
-            What the table shows (None where unknown).
+            What the table shows (None where unknown); ``metrics`` are the key figures by
+            name (a Monte Carlo's: its differences A - B).
+        verdicts: The decision on a key figure that has one ("significant", "not significant").
         damaged: The reader's message when a file failed its check.
         note: A short extra (trials, pairs, progress of a sweep).
         trials: A Monte Carlo's or a sweep's trials, nested under its row.
@@ -91,6 +96,7 @@ class Entry:
     cost_usd: float | None = None
     parse: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
     damaged: str | None = None
     note: str = ""
     trials: list[Trial] = field(default_factory=list)
@@ -132,7 +138,15 @@ class Catalog:
             depth = len(here.parts) - root_depth
             dirnames[:] = sorted(d for d in dirnames if SEGMENT.match(d) and depth < MAX_DEPTH - 1)
         found.sort(key=lambda e: (e.created or "", e.id), reverse=True)
-        return nest(found)
+        return nest(found, self._trial_run)
+
+    def _trial_run(self, eid: str) -> Entry | None:
+        """The row of a group's trial that the walk did not reach (inside its group), if it is a run."""
+        try:
+            path = resolve_id(self.root, eid)
+        except BadId:
+            return None
+        return self.entry(path, "run") if (path / "manifest.json").is_file() else None
 
     def entry(self, path: Path, kind: str | None = None, names: set[str] | None = None) -> Entry:
         """The summary of one directory (cached)."""
@@ -155,24 +169,36 @@ class Catalog:
         return entry
 
 
-def nest(entries: list[Entry]) -> list[Entry]:
+def nest(entries: list[Entry], find: Callable[[str], Entry | None] = lambda eid: None) -> list[Entry]:
     """The entries without the runs that are a Monte Carlo's trials; each group gets copies of
-    its own trials' rows with their status and parse quality (the cached entries stay as they are)."""
+    its own trials' rows with their status and parse quality, and the backend, models and total
+    cost of its trials (the cached entries stay as they are). ``find`` gives the row of a trial
+    that is not among ``entries`` (one inside its group's directory)."""
     runs = {e.id: e for e in entries if e.kind == "run"}
     taken: set[str] = set()
     out = []
     for e in entries:
         if e.trials and e.kind in ("montecarlo", "counterfactual"):
-            trials = []
+            trials, rows = [], []
             for t in e.trials:
-                run = runs.get(t.id or "")
+                run = runs.get(t.id or "") or (find(t.id) if t.id else None)
                 if run is not None:
                     taken.add(run.id)
+                    rows.append(run)
                     t = Trial(t.label, t.id, run.seed, run.status, run.parse)
                 trials.append(t)
-            e = Entry(**{**e.__dict__, "trials": trials})
+            costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+            first = next((r for r in rows if r.backend), None)
+            e = Entry(**{**e.__dict__, "trials": trials, "backend": first.backend if first else e.backend,
+                         "models": sorted({m for r in rows for m in r.models}) or e.models,
+                         "cost_usd": sum(costs) if costs else e.cost_usd})
         out.append(e)
     return [e for e in out if e.id not in taken]
+
+
+def _count(n: Any, noun: str) -> str:
+    """``3 trials``, ``1 trial``, ``? trials`` (a note in a narrow column: no "trial(s)" to break)."""
+    return f"{n if n is not None else '?'} {noun}{'' if n == 1 else 's'}"
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -237,18 +263,33 @@ def _group(path: Path, entry: Entry) -> None:
     entry.created = _created_from_id(path.name)
     failed = summary.get("failed_trials") or []
     entry.status = "ok" if not failed else f"{len(failed)} failed"
-    entry.note = f"{summary.get('n_trials', '?')} trial(s) per arm"
+    entry.note = f"{_count(summary.get('n_trials'), 'trial')} per arm"
     entry.parse = _parse_cell(summary.get("parse_quality"))
-    parent = entry_id_of_parent(entry.id)
+    comparison = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
+    diffs = comparison.get("difference_summary") if isinstance(comparison, dict) else None
+    if isinstance(diffs, dict):
+        _headline(entry, {name: d for name, d in diffs.items() if isinstance(d, dict) and "delta_mean" in d})
     for arm in ("A", "B"):
         label = arm_label(summary, arm)
         for k, name in enumerate(summary.get(f"run_{arm}_trial_ids") or []):
-            entry.trials.append(Trial(f"{label} #{k}", f"{parent}/{name}" if parent else str(name)))
+            entry.trials.append(Trial(f"{label} #{k}", trial_dir(entry.id, summary, str(name)).as_posix()))
 
 
-def entry_id_of_parent(eid: str) -> str:
-    """The id of the directory that holds entry ``eid`` ("" for RUNS_DIR itself)."""
-    return eid.rpartition("/")[0]
+def _headline(entry: Entry, diffs: dict[str, dict[str, Any]]) -> None:
+    """A group's key figures: the differences A - B of its compared metrics, those found
+    significant first (then by adjusted p), and in its note how many were significant."""
+    def order(item: tuple[str, dict[str, Any]]) -> tuple[bool, float, str]:
+        name, d = item
+        p = d.get("p_adjusted")
+        return not d.get("significant"), p if isinstance(p, (int, float)) else 2.0, name
+
+    for name, d in sorted(diffs.items(), key=order)[:KEY_METRICS]:
+        entry.metrics[f"Δ {name}"] = d.get("delta_mean")
+        if isinstance(d.get("significant"), bool):
+            entry.verdicts[f"Δ {name}"] = "significant" if d["significant"] else "not significant"
+    decided = [d["significant"] for d in diffs.values() if isinstance(d.get("significant"), bool)]
+    if decided:
+        entry.note += f"; {sum(decided)} of {len(decided)} metrics significant"
 
 
 def condition(field_name: str, value: Any) -> str:
@@ -266,10 +307,17 @@ def _comparison(path: Path, entry: Entry) -> None:
     manifest, comparison = read_comparison(path)
     entry.scenario, entry.seed = manifest.get("scenario"), manifest.get("seed")
     entry.created, entry.status = manifest.get("created_utc"), "ok"
-    entry.note = f"{len(manifest['trial_seeds'])} trial(s) each: {', '.join(map(str, manifest['mechanisms']))}"
+    backend = manifest.get("backend") or {}  # recorded since 2026-11-27, with the cost (checked by its reader)
+    entry.backend, entry.cost_usd = backend.get("name"), manifest.get("cost_usd")
+    entry.models = [str(m) for m in manifest.get("models") or []]
+    entry.note = f"{_count(len(manifest['trial_seeds']), 'trial')} each: {', '.join(map(str, manifest['mechanisms']))}"
     entry.metrics = {f"correctness {m}": r["correctness_pooled"].get("rate")
                      for m, r in comparison["mechanisms"].items()
                      if isinstance(r, dict) and isinstance(r.get("correctness_pooled"), dict)}
+    decided = [d["significant"] for p in comparison.get("pairs") or [] if isinstance(p, dict)
+               for d in p.values() if isinstance(d, dict) and isinstance(d.get("significant"), bool)]
+    if decided:
+        entry.note += f"; {sum(decided)} of {len(decided)} differences significant"
 
 
 def _created_from_id(name: str) -> str | None:
@@ -301,7 +349,7 @@ def _sweep(path: Path, entry: Entry) -> None:
         entry.cost_usd = sum(float(r.get("cost_usd") or 0) for r in ledger.rows)
     entry.note = f"{done} of {planned if planned is not None else '?'} trials written"
     if ledger.damaged:
-        entry.note += f"; {len(ledger.damaged)} ledger line(s) unreadable"
+        entry.note += f"; {_count(len(ledger.damaged), 'ledger line')} unreadable"
     layout = SweepLayout.of(definition)
     for row in ledger.rows:
         run_dir = row.get("run_dir")
@@ -365,7 +413,7 @@ def _study(path: Path, entry: Entry) -> None:
     entry.cost_usd = (study.get("calls") or {}).get("paid_cost_usd")
     entry.status = "warnings" if study.get("warnings") else "ok"
     perts = definition.get("perturbations") or []
-    entry.note = f"{definition.get('pairs', '?')} pair(s) x {len(perts)} perturbation(s)"
+    entry.note = f"{_count(definition.get('pairs'), 'pair')} x {_count(len(perts), 'perturbation')}"
     for row in study.get("summary") or []:
         if isinstance(row, dict) and isinstance(row.get("mean_d_norm"), (int, float)):
             entry.metrics[f"mean_d_norm {row.get('perturbation')}"] = row["mean_d_norm"]
