@@ -10,8 +10,8 @@ import pytest
 
 from backends.stub import StubBackend
 from simcore.api import LLMAgent, World
-from simcore.sim.kernel import run_worlds
 from simcore.sim import collector
+from simcore.sim.kernel import run_worlds
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import pytest
 
 from scenarios.context_corrosion import SCENARIO
 from simcore.base.config import ConfigError
+from simcore.base.files import DamagedFile
 from simcore.base.records import read_json
 from simcore.cli import main
-from simcore.base.files import DamagedFile
 from simcore.runs.counterfactual import (
     TRIALS_DIR,
     compared_metrics,

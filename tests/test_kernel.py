@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from backends.base import LLMResponse, Usage
 from backends.stub import StubBackend
 from simcore.api import LLMAgent, World
-from simcore.sim.kernel import run_worlds
 from simcore.sim import kernel
-from simcore.sim.kernel import speaking_time
+from simcore.sim.kernel import run_worlds, speaking_time
 from simcore.sim.protocols import parallel, speaking_round
 from tests.helpers import FailingBackend, ShuffledBackend, SlowBackend
 

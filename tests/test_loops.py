@@ -9,7 +9,12 @@ import threading
 
 import pytest
 
-from simcore.base.loops import call_outside_loop, in_running_loop, outside_running_loop, to_thread
+from simcore.base.loops import (
+    call_outside_loop,
+    in_running_loop,
+    outside_running_loop,
+    to_thread,
+)
 
 WHO = contextvars.ContextVar("who", default="nobody")
 
