@@ -150,6 +150,18 @@ def test_a_bad_field_in_a_script_is_the_commands_line(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_monte_carlos_trials_open_as_runs_from_inside_its_directory(tmp_path):
+    import simcore
+
+    mc = simcore.monte_carlo("context_corrosion", trials=2, rounds=1, n_peers=2, out=tmp_path)
+    run = mc.run("B", 1)
+    assert run.dir.parent == mc.dir / "trials"  # the group keeps its trials (docs/runs.md)
+    assert run.results["run_id"] == mc.summary["run_B_trial_ids"][1]
+    assert simcore.load(mc.dir).trials.shape[0] == 4
+    with pytest.raises(simcore.ConfigError, match="trial"):
+        mc.run("C", 0)
+
+
 def test_comparison_rows_come_from_one_adapter_and_a_missing_interval_is_nan():
     record = {"mean_a": 0.5, "mean_b": 0.25, "delta_mean": 0.25, "ci_low": None, "ci_high": None,
               "p_value": 0.5, "p_adjusted": 1.0, "significant": False, "test": "exact sign-flip",

@@ -33,7 +33,7 @@ from simcore.cli import error_sentence, format_arms, run_lines
 from simcore.perturbation.results import PerturbationResults
 from simcore.perturbation.study import format_summary as study_summary
 from simcore.replay import replay_async
-from simcore.runs.counterfactual import compared_metrics, scalar_metrics
+from simcore.runs.counterfactual import compared_metrics, scalar_metrics, trial_dir
 from simcore.runs.scenario import load_scenario
 
 #: The comparison table's columns after ``metric``: column -> how a comparison record gives it.
@@ -199,11 +199,10 @@ class MonteCarlo:
         if ids is None or not 0 <= trial < len(ids):
             raise ConfigError(f"trial: arm must be 'A' or 'B' and trial from 0 to {self._summary['n_trials'] - 1}, "
                               f"got {arm!r}, {trial!r}")
-        # Inside the Monte Carlo's own directory where it keeps its trials, else beside it.
-        for where in (self._dir / ids[trial], self._dir / "runs" / ids[trial], self._dir.parent / ids[trial]):
-            if where.is_dir():
-                return Run(where)
-        raise ConfigError(f"trial: run {ids[trial]} is neither in {self._dir} nor beside it")
+        where = trial_dir(self._dir, self._summary, ids[trial])
+        if not where.is_dir():
+            raise ConfigError(f"trial: run {ids[trial]} is not in {where.parent}")
+        return Run(where)
 
     def _repr_html_(self) -> str:
         return _html(f"Monte Carlo of {self._summary['scenario']}", format_arms(self._summary), self._dir,
