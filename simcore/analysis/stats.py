@@ -1077,6 +1077,24 @@ def interval_text(entry: Mapping[str, Any], spec: str = "+.3g") -> str:
     return f"[{figure(lo, spec, unit)}, {figure(hi, spec, unit)}]"
 
 
+def row_notes(entry: Mapping[str, Any], reasons: bool = False) -> list[str]:
+    """What a compared metric's row must say beside its decision: trials left out for want
+    of readable data, and a confound that calibration found (with its reason if ``reasons``)."""
+    notes = []
+    left_out = (entry.get("n_undefined_a") or 0) + (entry.get("n_undefined_b") or 0)
+    if left_out:
+        notes.append(f"{left_out} trials without readable data left out")
+    calibration = entry.get("calibration") or {}
+    if calibration.get("confounded"):
+        notes.append("CONFOUNDED UNDER THE NULL" + (f": {calibration.get('reason')}" if reasons else ""))
+    return notes
+
+
+def levels_vary(entries: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a comparison's rows have intervals at more than one level (then a table shows each row's)."""
+    return len({e["ci_level"] for e in entries if e.get("ci_level") is not None}) > 1
+
+
 def level_text(entries: Sequence[Mapping[str, Any]]) -> str | None:
     """The levels of a comparison's intervals, in words (None when no row has one)."""
     rows = [e for e in entries if e.get("ci_level") is not None]
