@@ -42,6 +42,7 @@ from simcore.base.files import (
     read_trace,
 )
 from simcore.replies.quality import merge, unreadable_share
+from simcore.view.figures import resolved_metrics
 from simcore.view.paths import MAX_DEPTH, SEGMENT, entry_id, guard
 
 MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",
@@ -225,7 +226,7 @@ def _run(path: Path, entry: Entry) -> None:
     entry.status = results["status"]
     entry.cost_usd = results.get("cost_usd")
     entry.parse = _parse_cell(results.get("parse_quality"))
-    entry.metrics = key_metrics(results.get("metrics") or {})
+    entry.metrics = key_metrics(resolved_metrics(entry.scenario, results.get("metrics") or {}))
 
 
 def _group(path: Path, entry: Entry) -> None:
