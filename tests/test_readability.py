@@ -210,3 +210,25 @@ def test_reply_slots_number_repeats_and_count_a_reask_as_its_turn():
     # Re-asked and then read: the same five turns (no re-ask slot), none unreadable.
     fixed = slots_of(["hmm", '{"action": "DEFECT"}'], reask=1)
     assert fixed["turns"] == 5 and fixed["unreadable"] == [] and fixed["digest"] == unread["digest"]
+
+
+def test_a_perturbation_that_makes_replies_unreadable_is_marked():
+    # A 3-token budget cuts every reply of the perturbed runs: all 60 slots unreadable there,
+    # none in their baselines; the control perturbation reads alike.
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.perturbation import run_study
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        study = run_study(SCENARIO, SCENARIO.config_type(rounds=2, metrics=False), ["budget:tokens=3", "none"],
+                          pairs=3)
+    res = study.results
+    reading = res.readability()
+    cut, control = reading["budget:tokens=3"], reading["none"]
+    assert cut["test"] == "exact McNemar" and (cut["only_a"], cut["only_b"]) == (60, 0)
+    assert cut["family"] == "its own: Holm across 2 perturbations"
+    assert cut["mark"] == f"arms differ in what could be read (100% vs 0% unreadable, p = {cut['p_adjusted']:.2g})"
+    assert control["differs"] is False
+    assert any("'budget:tokens=3': perturbed and baseline runs differ in what could be read" in w
+               for w in res.warnings())
+    marks = res.summary()["readability_mark"]
+    assert marks.iloc[0] == cut["mark"] and marks.isna().iloc[1]
