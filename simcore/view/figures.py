@@ -14,13 +14,12 @@ from typing import Any, Mapping
 from simcore.analysis.metric_kinds import Kind, kind_of
 from simcore.analysis.resolution import at_resolution, scale_of
 from simcore.analysis.stats import row_scale
+from simcore.runs.scenario import load_scenario
 
 
 @functools.lru_cache(maxsize=64)
 def declared_kinds(scenario: str) -> Mapping[str, Kind]:
     """A scenario's declared kinds, by its recorded name (none for one that cannot be loaded here)."""
-    from simcore.runs.scenario import load_scenario
-
     try:
         return load_scenario(scenario).declared_kinds()
     except Exception:  # noqa: BLE001 - a run of a scenario not installed here still shows, unresolved
