@@ -37,9 +37,10 @@ from backends.registry import (
 from simcore.analysis import embed_cache, embeddings, plots
 from simcore.analysis.plots import PLOT_LEVELS
 from simcore.analysis.readability import readability_lines
-from simcore.analysis.resolution import figure, scale_of
+from simcore.analysis.resolution import figure
 from simcore.analysis.stats import (
     decision_p,
+    group_scale,
     interval_text,
     level_text,
     levels_vary,
@@ -452,7 +453,7 @@ def format_arms(summary: dict[str, Any]) -> str:
     agg_a, agg_b = summary["run_A_aggregate"], summary["run_B_aggregate"]
 
     def mean(agg: Mapping[str, Any]) -> str:
-        return figure(agg.get("mean"), ".3f", scale_of(agg.get("bounds"), (agg.get("min"), agg.get("max"))))
+        return figure(agg.get("mean"), ".3f", group_scale(agg))
 
     rule = None
     for m, d, interval in zip(metrics, rows, intervals):

@@ -144,11 +144,6 @@ def one(a: Sequence[Arm], b: Sequence[Arm], *, paired: bool, alpha: float = ALPH
     return decide({0: compare(a, b, paired=paired)}, alpha=alpha)[0]
 
 
-def mark(record: Mapping[str, Any] | None) -> str | None:
-    """The sentence a comparison carries when its arms differ in what could be read (else None)."""
-    return (record or {}).get("mark")
-
-
 def readability_lines(record: Mapping[str, Any] | None, a: str = "a", b: str = "b", indent: str = "  ") -> list[str]:
     """A comparison's readability for the terminal: its mark where the arms differ, else a
     line only where some reply was unreadable (nothing when every reply could be read)."""

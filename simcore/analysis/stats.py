@@ -23,7 +23,6 @@ All functions take plain sequences, ignore None and NaN, and return plain floats
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -587,7 +586,7 @@ def pairs_needed(step: Step) -> int | None:
     """The fewest pairs whose sign-flip test can reach ``step`` (None: no number can, the
     family is too large for the random patterns' resolution)."""
     for n in range(1, MAX_EXACT_PAIRS + 1):
-        if step.rejects(min(1.0, 2 * ((1 + 0) / 2**n))):
+        if step.rejects(min(1.0, 2 * (1 / 2**n))):  # the exact test's smallest p
             return n
     return MAX_EXACT_PAIRS + 1 if step.rejects(min(1.0, 2 * (1 / (RANDOM_PATTERNS + 1)))) else None
 
@@ -646,8 +645,6 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
     upper = (always + int(np.count_nonzero(means <= 0.0))) / patterns
     lower = (always + int(np.count_nonzero(means >= 0.0))) / patterns
     return SignFlip(min(1.0, 2 * min(upper, lower)), patterns, exact, means, always)
-
-
 
 
 # -- unpaired differences of other kinds -----------------------------------------------------
@@ -1063,6 +1060,12 @@ def row_scale(entry: Mapping[str, Any]) -> float | None:
     """The scale of a compared metric's figures (:func:`~simcore.analysis.resolution.scale_of`):
     the width of its declared range, else the larger of its arms' means."""
     return scale_of(entry.get("bounds"), (entry.get("mean_a"), entry.get("mean_b")))
+
+
+def group_scale(summary: Mapping[str, Any]) -> float | None:
+    """The scale of one group's figures of a metric (a :class:`Summary` as a dict): the
+    width of its declared range, else its values' magnitude."""
+    return scale_of(summary.get("bounds"), (summary.get("min"), summary.get("max")))
 
 
 def interval_text(entry: Mapping[str, Any], spec: str = "+.3g") -> str:

@@ -30,7 +30,7 @@ from backends.base import canonical_json
 from simcore.analysis import readability, stats
 from simcore.analysis.metric_kinds import Kind, kind_of, proportion
 from simcore.analysis.plots import save_figure
-from simcore.analysis.resolution import at_resolution, figure, scale_of
+from simcore.analysis.resolution import at_resolution, figure
 from simcore.base.files import read_run
 from simcore.base.records import atomic_write
 from simcore.base.rng import derive_seed
@@ -303,18 +303,13 @@ def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: 
                                  paired_samples=True, seed=seed, kinds=kinds)
 
 
-def group_scale(d: Mapping[str, Any]) -> float | None:
-    """The scale of one group's figures of a metric: its declared range, else its values' magnitude."""
-    return scale_of(d.get("bounds"), (d.get("min"), d.get("max")))
-
-
 def summary_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
     """The long summary table: one row per cell, condition and metric (float noise as 0,
     :mod:`simcore.analysis.resolution`)."""
     rows = []
     for g in summary["groups"]:
         for metric, d in g["metrics"].items():
-            unit = group_scale(d)
+            unit = stats.group_scale(d)
             rows.append({
                 "cell": g["cell"], **g["params"], "condition": g["condition"], "metric": metric, "n": d["n"],
                 **{k: at_resolution(d[k], unit) for k in ("mean", "std", "ci_low", "ci_high")},
@@ -508,7 +503,7 @@ def _mean_text(d: Mapping[str, Any]) -> str:
     """``mean [CI low, CI high]`` of one group's metric, float noise shown as 0."""
     if d["mean"] is None:
         return "n/a"
-    unit = group_scale(d)
+    unit = stats.group_scale(d)
     return f"{figure(d['mean'], scale=unit)} [{figure(d['ci_low'], scale=unit)}, {figure(d['ci_high'], scale=unit)}]"
 
 
@@ -600,7 +595,7 @@ def _at_resolution(value: Any) -> Any:
             unit = stats.row_scale(value)
             out.update({k: at_resolution(value[k], unit) for k in FIGURES if k in value})
         elif "ci_low" in value and "mean" in value:
-            unit = group_scale(value)
+            unit = stats.group_scale(value)
             out.update({k: at_resolution(value[k], unit) for k in ("mean", "std", "ci_low", "ci_high") if k in value})
         return out
     return value

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from simcore.analysis.metric_kinds import Kind, kind_of
 from simcore.analysis.resolution import at_resolution, scale_of
-from simcore.analysis.stats import row_scale
+from simcore.analysis.stats import group_scale, row_scale
 from simcore.runs.scenario import load_scenario
 
 
@@ -39,6 +39,4 @@ def resolved_metrics(scenario: str | None, metrics: Mapping[str, Any]) -> dict[s
 def entry_scale(entry: Mapping[str, Any]) -> float | None:
     """The scale of a record's figures: a compared metric's row (with ``delta_mean``) or a
     group's aggregate (with ``bounds``, ``min`` and ``max``)."""
-    if "delta_mean" in entry:
-        return row_scale(entry)
-    return scale_of(entry.get("bounds"), (entry.get("min"), entry.get("max")))
+    return row_scale(entry) if "delta_mean" in entry else group_scale(entry)
