@@ -7,7 +7,9 @@
   for, :func:`simcore.analysis.stats.describe`), plus comparisons between conditions: the
   scenario's own ``compare`` when it has one, otherwise
   :func:`simcore.analysis.stats.compare_metrics` on the pairs (the test each metric's kind
-  calls for, one Holm family across the metrics). ``failures`` counts failed trials
+  calls for, one Holm family across the metrics), each with its ``readability``
+  (:mod:`simcore.analysis.readability`). ``summary.csv`` shows float noise as 0
+  (:mod:`simcore.analysis.resolution`). ``failures`` counts failed trials
   by kind (:data:`simcore.batch.worker.FAILURE_KINDS`), and ``finish_command`` is
   the command that finishes an unfinished sweep.
 - ``plots/metrics.png``: each metric's mean and 95% CI across the grid, one line
@@ -596,7 +598,8 @@ def _at_resolution(value: Any) -> Any:
             out.update({k: at_resolution(value[k], unit) for k in FIGURES if k in value})
         elif "ci_low" in value and "mean" in value:
             unit = stats.group_scale(value)
-            out.update({k: at_resolution(value[k], unit) for k in ("mean", "std", "ci_low", "ci_high") if k in value})
+            out.update({k: at_resolution(value[k], unit) for k in ("mean", "std", "min", "max", "ci_low", "ci_high")
+                        if k in value})
         return out
     return value
 
