@@ -22,8 +22,11 @@ What it holds, by group (every name of :data:`__all__` is in one):
 - Metrics and statistics: ``category``, ``continuous``, ``count``, ``proportion``,
   ``score``, ``kind_of``, ``describe``, ``compare_metrics``, ``compare_one``,
   ``decide``, ``decision_p``, ``error_bar``, ``interval_text``, ``level_text``,
-  ``proportion_ci``, ``verdict``, ``basis``, ``shown``, ``EmbeddingStore``, ``encode``,
-  ``draw_all``, ``run_plots_wanted``; calibration marks: ``annotate``, ``installed``.
+  ``levels_vary``, ``percent``, ``row_notes``, ``row_scale``, ``proportion_ci``,
+  ``verdict``, ``basis``, ``shown``, ``EmbeddingStore``, ``encode``, ``draw_all``,
+  ``run_plots_wanted``; figures at their resolution: ``figure``, ``scale_of``;
+  readability: ``arm_of``, ``compare_readability``, ``decide_readability``,
+  ``readability_lines``; calibration marks: ``annotate``, ``installed``.
 - Scenarios and trials: ``SCENARIO_API_VERSION``, ``Scenario``, ``Null``,
   ``ResultEntry``, ``load_scenario``, ``run_scenario``, ``TrialResult``,
   ``run_trial_async``, ``run_arms_async``, ``generic_compare``, ``MIN_TRIALS``,
@@ -68,6 +71,10 @@ from simcore.analysis.metric_kinds import (
     score,
 )
 from simcore.analysis.plots import draw_all, run_plots_wanted
+from simcore.analysis.readability import arm_of, readability_lines
+from simcore.analysis.readability import compare as compare_readability
+from simcore.analysis.readability import decide as decide_readability
+from simcore.analysis.resolution import figure, scale_of
 from simcore.analysis.stats import (
     compare_metrics,
     compare_one,
@@ -77,7 +84,11 @@ from simcore.analysis.stats import (
     error_bar,
     interval_text,
     level_text,
+    levels_vary,
+    percent,
     proportion_ci,
+    row_notes,
+    row_scale,
     verdict,
 )
 from simcore.base.config import Config, ConfigError, check_with, param
@@ -344,4 +355,14 @@ __all__ = [
     "write_json",
     "write_run",
     "write_study",
+    "arm_of",
+    "compare_readability",
+    "decide_readability",
+    "figure",
+    "levels_vary",
+    "percent",
+    "readability_lines",
+    "row_notes",
+    "row_scale",
+    "scale_of",
 ]

@@ -36,7 +36,19 @@ from backends.registry import (
 )
 from simcore.analysis import embed_cache, embeddings, plots
 from simcore.analysis.plots import PLOT_LEVELS
-from simcore.analysis.stats import decision_p, interval_text, level_text, verdict
+from simcore.analysis.readability import readability_lines
+from simcore.analysis.resolution import figure
+from simcore.analysis.stats import (
+    decision_p,
+    group_scale,
+    interval_text,
+    level_text,
+    levels_vary,
+    percent,
+    row_notes,
+    row_scale,
+    verdict,
+)
 from simcore.base.config import (
     Config,
     ConfigError,
@@ -478,37 +490,37 @@ def format_arms(summary: dict[str, Any]) -> str:
     diff = comparison.get("difference_summary", {})
     cf = summary["counterfactual"]
     metrics = compared_metrics(comparison)
-    level = level_text([diff[m] for m in metrics])
+    rows = [diff[m] for m in metrics]
+    level = level_text(rows)
+    vary = levels_vary(rows)
+    intervals = [interval_text(d, "+.3f") for d in rows]
+    iw = max([20, *map(len, intervals)])
     lines = [
         f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
         f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
         f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""),
-        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9}  {'interval':<20} {'adj. p':>7}  decision",
+        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9}  {'interval':<{iw}} "
+        + (f"{'level':>7} " if vary else "") + f"{'adj. p':>7}  decision",
     ]
     agg_a, agg_b = summary["run_A_aggregate"], summary["run_B_aggregate"]
 
-    def num(x: Any, spec: str = ".3f") -> str:
-        return "n/a" if x is None else format(x, spec)
+    def mean(agg: Mapping[str, Any]) -> str:
+        return figure(agg.get("mean"), ".3f", group_scale(agg))
 
     rule = None
-    for m in metrics:
-        d = diff[m]
+    for m, d, interval in zip(metrics, rows, intervals):
         rule = rule or d.get("decided_by")
-        notes = []
-        left_out = (d.get("n_undefined_a") or 0) + (d.get("n_undefined_b") or 0)
-        if left_out:
-            notes.append(f"{left_out} trials without readable data left out")
-        calibration = d.get("calibration") or {}
-        if calibration.get("confounded"):
-            notes.append(f"CONFOUNDED UNDER THE NULL: {calibration.get('reason')}")
+        notes = row_notes(d, reasons=True)
         decision = verdict(d) if "significant" in d else ""  # one pair: a difference, no test
         lines.append(
-            f"  {m:<36} {num(agg_a.get(m, {}).get('mean')):>9} {num(agg_b.get(m, {}).get('mean')):>9} "
-            f"{num(d.get('delta_mean'), '+.3f'):>9}  {interval_text(d, '+.3f'):<20} {num(decision_p(d), '.2g'):>7}  "
-            f"{decision}" + (f"  ({'; '.join(notes)})" if notes else "")
+            f"  {m:<36} {mean(agg_a.get(m, {})):>9} {mean(agg_b.get(m, {})):>9} "
+            f"{figure(d.get('delta_mean'), '+.3f', row_scale(d)):>9}  {interval:<{iw}} "
+            + (f"{percent(d['ci_level']) if d.get('ci_level') else '':>7} " if vary else "")
+            + f"{figure(decision_p(d), '.2g'):>7}  {decision}" + (f"  ({'; '.join(notes)})" if notes else "")
         )
     if rule:
         lines.append(f"  decided by: {rule}")
+    lines += readability_lines(comparison.get("readability"), "A", "B")
     if diff.get("interpretation"):
         lines.append(f"  {diff['interpretation']}")
     lines += [f"  {w}" for w in summary.get("warnings", [])]

@@ -151,18 +151,18 @@ def test_a_monte_carlo_refuses_a_damaged_calibration_before_any_trial(tmp_path, 
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
-def test_a_sweep_comparison_carries_the_calibration_only_for_the_calibrated_pair(tmp_path, monkeypatch):
+def test_a_sweep_comparison_carries_the_calibration_only_on_the_counterfactual_axis(tmp_path, monkeypatch):
     from simcore.batch import plan_sweep
-    from simcore.batch.report import calibrated_pairs, compare_conditions
+    from simcore.batch.report import compare_conditions, condition_arms
 
     install(tmp_path, monkeypatch, RECORD)
     # The generic comparison (no run directories to read); the calibration is context_corrosion's.
     cc = dataclasses.replace(load_scenario("context_corrosion"), compare=None)
     plan = plan_sweep(cc, 4)  # the default condition axis is the counterfactual: biased=true,false
-    assert calibrated_pairs(plan) == {1}
-    assert calibrated_pairs(plan_sweep(cc, 4, conditions=("biased", [False, True]))) == {1}
-    assert calibrated_pairs(plan_sweep(cc, 4, conditions=("rounds", [2, 3]))) == set()
-    assert calibrated_pairs(plan_sweep(cc, 4, conditions=None)) == set()
+    assert condition_arms(plan, 1) == (True, False)
+    assert condition_arms(plan_sweep(cc, 4, conditions=("biased", [False, True])), 1) == (False, True)
+    assert condition_arms(plan_sweep(cc, 4, conditions=("rounds", [2, 3])), 1) is None
+    assert condition_arms(plan_sweep(cc, 4, conditions=None), 1) is None
     a, b = plan.condition_labels
     rows = [{"cell": 0, "trial": t, "condition": c, "status": "ok", "run_dir": f"r{t}{c}",
              "metric_dominant_self_drift": t * 0.1 + (0.5 if c == a else 0.0)} for t in range(4) for c in (a, b)]

@@ -21,6 +21,7 @@ from scenarios.context_corrosion.metrics import (
     lifecycle_entropy,
     split_entropy,
 )
+from simcore.analysis.stats import holm_steps
 
 E1, E2, E3 = np.eye(3)
 DIAG = (E1 + E2) / math.sqrt(2)
@@ -184,7 +185,10 @@ def test_compare_runs_lists_use_the_paired_tests():
         assert e["significant_p05"] == (e["p_value"] < 0.05)
         assert e["cohen_d"] == pytest.approx((x.mean() - y.mean()) / pooled)
         assert e["p_adjusted"] >= e["p_value"] and e["family"] == f"Holm across {len(COMPARED)} metrics"
-        assert e["ci_low"] <= e["delta_mean"] <= e["ci_high"] and e["ci_level"] == pytest.approx(1 - 0.05 / 6)
+        assert e["ci_low"] <= e["delta_mean"] <= e["ci_high"]
+        step = holm_steps([d[m]["p_value"] for m in COMPARED])[COMPARED.index(k)]  # its Holm step's level
+        assert e["ci_level"] == pytest.approx(1 - 0.05 / step.k)
+        assert e["significant"] == (e["ci_low"] > 0 or e["ci_high"] < 0)
         assert c["run_A"][k]["n"] == 10 and c["run_A"][k]["mean"] == pytest.approx(x.mean())
     assert d["avg_peer_directional_delta"]["significant"] is True
     assert "confirmed corrosion" in d["interpretation"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import pandas as pd
 import pytest
 
 from backends.registry import BackendSpec
@@ -20,6 +21,7 @@ from simcore.analysis.metric_kinds import (
     proportion,
     score,
 )
+from simcore.batch.report import METRIC_PREFIX, _describe
 from simcore.runs.runner import run_trial_async
 from simcore.runs.scenario import load_scenario
 
@@ -114,3 +116,18 @@ def test_every_metric_of_every_scenario_declares_its_kind_and_keeps_to_it(name, 
         metrics = trial.results["metrics"]
         assert metrics
         assert check_metrics(scenario.kinds, metrics, scenario.proportions) == []
+        # ... and the summaries find that kind: a sweep's (by pattern too) and a Monte Carlo's.
+        for name, value in metrics.items():
+            declared = scenario.kind_of(name)
+            assert declared is not None and kind_of(scenario.declared_kinds(), name) == declared, name
+            column = pd.Series([float(value) if isinstance(value, bool) else value], name=METRIC_PREFIX + name)
+            assert _describe(scenario.declared_kinds(), column).kind == declared.name, name
+
+
+def test_a_sweep_reads_likert_means_as_scores_on_1_to_4():
+    # veil declares likert_final_* and likert_initial_* as score(1, 4) by pattern; the sweep
+    # looked kinds up by exact name and gave 3.89 [3.41, 4.37], a t interval beyond the scale.
+    veil = load_scenario("veil_of_ignorance")
+    for name in ("likert_final_floor_constraint", "likert_initial_floor_constraint"):
+        s = _describe(veil.declared_kinds(), pd.Series([4.0, 3.67, 4.0], name=METRIC_PREFIX + name))
+        assert s.kind == "score" and s.bounds == (1.0, 4.0) and 1 <= s.ci_low <= s.mean <= s.ci_high <= 4, name

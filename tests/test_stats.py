@@ -14,12 +14,17 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
+from statsmodels.stats.proportion import (
+    confint_proportions_2indep,
+    proportion_confint,
+    score_test_proportions_2indep,
+)
 
 from simcore.analysis.metric_kinds import continuous, count, proportion, score
 from simcore.analysis.stats import (
     MAX_EXACT_PAIRS,
     RANDOM_PATTERNS,
+    Step,
     cohen_d,
     compare_metrics,
     compare_one,
@@ -28,15 +33,17 @@ from simcore.analysis.stats import (
     error_bar,
     fisher_exact,
     holm,
+    holm_steps,
+    interval_text,
+    level_text,
     mcnemar_exact,
     mcnemar_exact_ci,
-    newcombe_ci,
     newcombe_paired_ci,
     paired_proportion_ci,
     proportion_ci,
     sign_flip,
+    unpaired_proportion_p,
     welch,
-    welch_ci,
 )
 
 
@@ -84,15 +91,69 @@ def test_wilson_ends_are_exact_for_every_n():
         proportion_ci(3, 2)
 
 
-def test_newcombe_hybrid_equals_statsmodels():
-    for n1, n2 in ((3, 3), (10, 12), (40, 25)):
-        for k1 in range(0, n1 + 1, max(1, n1 // 5)):
-            for k2 in range(0, n2 + 1, max(1, n2 // 5)):
-                for level in (0.95, 0.99):
-                    ref = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", alpha=1 - level)
-                    lo, hi = newcombe_ci(k1, n1, k2, n2, level)
-                    assert (lo, hi) == pytest.approx(tuple(map(float, ref)), abs=1e-10), (k1, n1, k2, n2)
-                    assert -1.0 <= lo <= k1 / n1 - k2 / n2 <= hi <= 1.0
+def barnard_extreme_set(k1: int, n1: int, k2: int, n2: int) -> np.ndarray:
+    """The tables scipy's barnard_exact counts as extreme (its pooled statistic, compared without a tolerance)."""
+    x1, x2 = np.arange(n1 + 1.0)[:, None], np.arange(n2 + 1.0)[None, :]
+    pooled = (x1 + x2) / (n1 + n2)
+    with np.errstate(all="ignore"):
+        w = (x1 / n1 - x2 / n2) / np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    w[x1 / n1 == x2 / n2] = 0
+    return np.abs(w) >= abs(w[k1, k2])
+
+
+def test_unpaired_yes_no_test_equals_scipy_barnard_exact():
+    # At a difference of 0 the exact unconditional score test is Barnard's (pooled). scipy
+    # compares the statistics without a tolerance, so where two tables tie in exact
+    # arithmetic (mirror images) rounding can leave one out; compared where both count the same tables.
+    from simcore.analysis.stats import _score_z
+
+    compared = 0
+    for n1, n2 in ((3, 3), (5, 7), (10, 10), (4, 12)):
+        z = _score_z(np.arange(n1 + 1.0)[:, None], n1, np.arange(n2 + 1.0)[None, :], n2, 0.0)
+        for k1 in range(n1 + 1):
+            for k2 in range(n2 + 1):
+                if k1 + k2 in (0, n1 + n2):
+                    continue
+                ours = np.abs(z) >= abs(z[k1, k2]) - 1e-9 * max(1.0, abs(z[k1, k2]))
+                if not (ours == barnard_extreme_set(k1, n1, k2, n2)).all():
+                    continue
+                ref = sps.barnard_exact([[k1, k2], [n1 - k1, n2 - k2]], pooled=True).pvalue
+                assert unpaired_proportion_p(k1, n1, k2, n2) == pytest.approx(ref, rel=1e-6, abs=1e-9), (k1, n1, k2, n2)
+                compared += 1
+    assert compared > 150
+
+
+def test_unpaired_yes_no_test_counts_mirror_ties():
+    # 5 of 5 against 1 of 7: the table 0 of 5 against 6 of 7 is exactly as extreme (|p1 - p2|
+    # = 6/7, pooled 1/2 in both). Counting it, the largest chance over the nuisance is at
+    # p = 1/2: (1/32) (8/128) twice, 1/256 (scipy, which rounds it away: 9/4096).
+    assert unpaired_proportion_p(5, 5, 1, 7) == pytest.approx(1 / 256, rel=1e-9)
+    assert unpaired_proportion_p(3, 3, 0, 3) == pytest.approx(2 / 64, rel=1e-9)  # exact at 3 vs 3, not Fisher's 0.1
+
+
+def test_the_score_tests_restricted_estimates_maximise_the_likelihood():
+    # Miettinen and Nurminen's closed form, checked against a numerical maximum (statsmodels'
+    # score test agrees at a difference of 0 only: away from 0 its restricted estimates are
+    # not the maximum, e.g. 30/100 against 45/100 at -0.3 it gives p2 = 0.484 where the
+    # likelihood peaks at 0.537).
+    from scipy.optimize import minimize_scalar
+
+    from simcore.analysis.stats import _restricted, _score_z
+
+    for k1, n1, k2, n2, d in ((30, 100, 45, 100, -0.3), (5, 80, 20, 90, -0.3), (3, 10, 6, 12, 0.2), (0, 7, 7, 9, -0.5)):
+        _, p2 = _restricted(np.array(float(k1)), n1, np.array(float(k2)), n2, d)
+
+        def minus_log_likelihood(q2: float) -> float:
+            q1 = q2 + d
+            return -(k1 * np.log(q1) + (n1 - k1) * np.log1p(-q1) + k2 * np.log(q2) + (n2 - k2) * np.log1p(-q2))
+
+        best = minimize_scalar(minus_log_likelihood, bounds=(max(0, -d) + 1e-12, min(1, 1 - d) - 1e-12),
+                               method="bounded", options={"xatol": 1e-12})
+        assert float(p2) == pytest.approx(best.x, abs=1e-6), (k1, n1, k2, n2, d)
+    for k1, n1, k2, n2 in ((30, 100, 45, 100), (5, 80, 20, 90), (0, 60, 7, 70)):
+        ref = score_test_proportions_2indep(k1, n1, k2, n2, compare="diff", correction=True, return_results=True)
+        assert float(_score_z(np.array(float(k1)), n1, np.array(float(k2)), n2, 0.0)) == pytest.approx(ref.statistic)
+        assert unpaired_proportion_p(k1, n1, k2, n2) == pytest.approx(ref.pvalue)
 
 
 def test_newcombe_paired_matches_the_published_example():
@@ -134,7 +195,8 @@ def test_welch_and_its_interval_equal_scipy():
     res = sps.ttest_ind(a, b, equal_var=False)
     w = welch(a, b)
     assert (w["t_statistic"], w["p_value"]) == pytest.approx((res.statistic, res.pvalue))
-    assert welch_ci(a, b, 0.99) == pytest.approx(tuple(res.confidence_interval(0.99)))
+    row = decide({"m": compare_one(a, b, paired_samples=False)}, family="metrics")["m"]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(res.confidence_interval(0.95)))
 
 
 def brute_sign_flip(d: list[float]) -> float:
@@ -182,8 +244,10 @@ def test_three_identical_continuous_differences_give_the_exact_smallest_p():
     out = compare_metrics(rows(m=[0.5, 0.7, 0.2]), rows(m=[0.4, 0.6, 0.1]), ["m"], paired_samples=True, seed=0,
                           kinds={"m": score(0, 1)})["m"]
     assert out["test"] == "exact sign-flip" and out["p_value"] == pytest.approx(0.25) and out["significant"] is False
-    # Three pairs can reject no shift at 95%: every possible difference remains.
-    assert (out["ci_low"], out["ci_high"]) == (-1.0, 1.0)
+    # Three pairs can reject no shift at 95% (the smallest p is 0.25): no interval, and why.
+    assert out["ci_low"] is None and out["ci_high"] is None and out["ci_level"] == 0.95
+    assert out["no_interval"] == "3 pairs cannot reach 95% (6 pairs can)"
+    assert interval_text(out) == "no interval: 3 pairs cannot reach 95% (6 pairs can)"
 
 
 def test_equal_or_too_few_pairs_are_not_tested_and_leave_the_family():
@@ -199,7 +263,11 @@ def test_constant_unpaired_arms_get_an_exact_test_never_p_0():
     out = compare_metrics(rows(m=[0.5] * 3), rows(m=[0.7] * 3), ["m"], paired_samples=False, seed=0,
                           kinds={"m": score(0, 1)})["m"]
     assert out["test"] == "exact permutation (both arms constant)" and out["p_value"] == pytest.approx(0.1)
-    assert out["significant"] is False and (out["ci_low"], out["ci_high"]) == (-1.0, 1.0)
+    assert out["significant"] is False and out["ci_low"] is None
+    assert out["no_interval"] == "3 and 3 trials cannot reach 95% (4 per arm can)"
+    equal = compare_metrics(rows(m=[0.5] * 4), rows(m=[0.5] * 4), ["m"], paired_samples=False, seed=0,
+                            kinds={"m": score(0, 1)})["m"]
+    assert equal["p_value"] == 1.0 and (equal["ci_low"], equal["ci_high"]) == (0.0, 0.0)  # 4 per arm can
     big = compare_metrics(rows(m=[0.5] * 8), rows(m=[0.7] * 8), ["m"], paired_samples=False, seed=0,
                           kinds={"m": score(0, 1)})["m"]
     assert big["p_value"] == pytest.approx(2 / math.comb(16, 8)) and big["significant"] is True
@@ -301,27 +369,63 @@ def test_shuffling_the_trials_changes_nothing(case, rnd):
     assert describe(a, kind=kind) == describe([a[i] for i in order], kind=kind)
 
 
-@settings(deadline=None, max_examples=80)
-@given(st.lists(arms(), min_size=1, max_size=4))
-def test_an_interval_that_excludes_0_comes_with_a_significant_row(cases):
-    # Guaranteed for the paired tests: the sign-flip interval is the test's inversion and
-    # the paired yes/no interval contains the exact McNemar inversion; intervals are at
-    # the family's Bonferroni level, and Holm rejects whatever Bonferroni rejects.
-    pending = {i: compare_one(a, b, kind, paired_samples=True, seed=4) for i, (kind, a, b) in enumerate(cases)}
+def agrees(row: dict) -> bool:
+    """Significant exactly when the printed interval excludes 0; no interval only where it says why."""
+    if row["significant"] is None:
+        return row["ci_low"] is None and row["no_interval"] is None
+    if row["ci_low"] is None:
+        return row["significant"] is False and bool(row["no_interval"]) and interval_text(row).startswith("no interval")
+    return row["significant"] == (row["ci_low"] > 0 or row["ci_high"] < 0)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(arms(), min_size=1, max_size=6), st.booleans())
+def test_every_row_is_significant_exactly_when_its_interval_excludes_0(cases, paired):
+    # By construction: each row's interval is its test's inversion at the level of the Holm
+    # step that decided it, and both use one rule (k * p < alpha) on one p.
+    pending = {i: compare_one(a, b, kind, paired_samples=paired, seed=4) for i, (kind, a, b) in enumerate(cases)}
     for row in decide(pending, family="metrics").values():
-        if row["ci_low"] is not None and (row["ci_low"] > 0 or row["ci_high"] < 0):
-            assert row["significant"] is True, row
+        assert agrees(row), row
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.one_of(st.floats(1e-6, 1.0), st.sampled_from([0.0025, 0.01, 0.0125, 0.025, 0.05, 1.0])),
+                min_size=1, max_size=12))
+def test_holm_steps_decide_exactly_as_adjusted_p(ps):
+    # p-values at Holm's own thresholds (0.05/4 = 0.0125, ...) are where rounding could split them.
+    for p, adj, step in zip(ps, holm(ps), holm_steps(ps)):
+        assert step.rejects(p) == (adj < 0.05)
+        assert 1 <= step.k <= len(ps)
+
+
+def test_a_family_with_real_effects_draws_each_row_at_its_holm_step():
+    # The auction's compare: two rows with p = 0.0039 significant at Holm steps 0.05/9 and
+    # 0.05/8; Bonferroni's 0.05/13 interval contained 0 beside "significant".
+    d = [0.1, 0.12, 0.08, 0.11, 0.09, 0.1, 0.13, 0.07, 0.1, -0.01]  # one sign pattern short of unanimous
+    strong = [0.9, 0.8, 0.7, 0.95, 0.85, 0.75, 0.9, 0.8, 0.7, 0.6]
+    a = rows(**{f"s{i}": strong for i in range(4)}, **{f"d{i}": [0.5 + x for x in d] for i in range(2)},
+             **{f"n{i}": [0.5] * 5 + [0.6] * 5 for i in range(7)})
+    b = rows(**{f"s{i}": [0.0] * 10 for i in range(4)}, **{f"d{i}": [0.5] * 10 for i in range(2)},
+             **{f"n{i}": [0.55, 0.45] * 5 for i in range(7)})
+    out = compare_metrics(a, b, list(a[0]), paired_samples=True, seed=0, kinds=dict.fromkeys(a[0], score(0, 1)))
+    assert out["d0"]["p_value"] == pytest.approx(4 / 1024) and out["d0"]["significant"] is True
+    assert {out["d0"]["ci_level"], out["d1"]["ci_level"]} == {1 - 0.05 / 9, 1 - 0.05 / 8}
+    assert out["d0"]["ci_low"] > 0 and out["d1"]["ci_low"] > 0
+    assert all(agrees(row) for row in out.values())
+    assert "each at the level of the Holm step that decided its row" in level_text(list(out.values()))
 
 
 @settings(deadline=None)
 @given(st.lists(st.integers(-30, 30).map(lambda v: v / 10), min_size=2, max_size=10),
        st.sampled_from([0.8, 0.9, 0.95, 0.99]))
 def test_the_sign_flip_interval_inverts_the_test(d, level):
+    step = Step(1, 1 - level)
     flip = sign_flip(d)
-    lo, hi = flip.interval(level)
-    assume(lo is not None)
+    ends = flip.interval(step)
+    assume(ends is not None)
+    lo, hi = ends
     for shift in sorted({*np.linspace(min(d) - 1, max(d) + 1, 41).round(6), lo, hi}):
-        rejected = sign_flip([x - shift for x in d]).p < 1 - level
+        rejected = step.rejects(sign_flip([x - shift for x in d]).p)
         assert rejected == (shift < lo - 1e-9 or shift > hi + 1e-9), (shift, lo, hi)
 
 
@@ -357,25 +461,30 @@ def test_every_row_has_one_adjusted_p_and_its_family():
     b = rows(x=[2.0, 3.0, 4.0, 5.5, 6.1, 7.2], y=[0.0, 0.1, 0.2, 0.31, 0.3, 0.0], z=[0, 1, 0, 0, 0, 0])
     out = compare_metrics(a, b, ["x", "y", "z"], paired_samples=True, seed=1, kinds={"z": proportion()})
     ps = [out[k]["p_value"] for k in "xyz"]
-    for k, adj in zip("xyz", holm(ps)):
+    for k, adj, step in zip("xyz", holm(ps), holm_steps(ps)):
         row = out[k]
         assert row["family"] == "Holm across 3 metrics" and row["p_adjusted"] == pytest.approx(adj)
-        assert row["significant"] == (adj < 0.05)
-        assert row["ci_level"] == pytest.approx(1 - 0.05 / 3) and row["ci_adjustment"] == "Bonferroni across 3 metrics"
+        assert row["significant"] == (adj < 0.05) == step.rejects(row["p_value"])
+        assert row["ci_level"] == pytest.approx(1 - 0.05 / step.k)
+        assert row["ci_adjustment"] == f"Holm step 0.05/{step.k} of 3 metrics"
         assert not any("holm" in key for key in row), row
         assert row["decided_by"] == ("paired test chosen by each metric's kind (named per row), Holm across 3 "
                                      "metrics, adjusted p < 0.05")
     assert out["z"]["test"] == "exact McNemar" and out["x"]["test"] == "exact sign-flip"
 
 
-def test_unpaired_comparison_uses_welch_and_fisher():
+def test_unpaired_comparison_uses_welch_and_the_exact_unconditional_test():
     a = rows(x=[1.0, 2.0, 3.0, 4.0], ok=[1, 1, 1, 0])
     b = rows(x=[2.0, 3.0, 4.0, 5.5], ok=[0, 0, 1, 0])
     out = compare_metrics(a, b, ["x", "ok"], paired_samples=False, seed=1, kinds={"ok": proportion()})
     res = sps.ttest_ind([1, 2, 3, 4], [2, 3, 4, 5.5], equal_var=False)
     assert out["x"]["test"] == "Welch t-test" and out["x"]["p_value"] == pytest.approx(res.pvalue)
-    assert (out["x"]["ci_low"], out["x"]["ci_high"]) == pytest.approx(tuple(res.confidence_interval(1 - 0.05 / 2)))
-    assert out["ok"]["test"] == "Fisher's exact" and out["ok"]["p_value"] == pytest.approx(fisher_exact(3, 4, 1, 4))
+    level = out["x"]["ci_level"]  # Holm stops at the first row: both at 1 - 0.05/2
+    assert level == 1 - 0.05 / 2 and out["ok"]["ci_level"] == level
+    assert (out["x"]["ci_low"], out["x"]["ci_high"]) == pytest.approx(tuple(res.confidence_interval(level)))
+    assert out["ok"]["test"] == "exact unconditional (score)"
+    ref = sps.barnard_exact([[3, 1], [1, 3]], pooled=True).pvalue  # no ties between tables here
+    assert out["ok"]["p_value"] == pytest.approx(ref, rel=1e-6) and out["ok"]["p_value"] < fisher_exact(3, 4, 1, 4)
     assert out["x"]["delta_mean"] == pytest.approx(-1.125) and "n_pairs" not in out["x"]
 
 
@@ -404,7 +513,7 @@ def test_trials_without_readable_data_are_left_out_and_counted():
                "statistical_comparison": {"difference_summary": {"m": out}},
                "run_A_aggregate": {}, "run_B_aggregate": {}}
     text = format_arms(summary)
-    assert "(3 trials without readable data left out)" in text and "intervals at 95%, not adjusted (one test)" in text
+    assert "(3 trials without readable data left out)" in text and "interval at 95%, not adjusted (one test)" in text
 
 
 # -- edges found by red-teaming (each failed before its fix) ------------------------------------

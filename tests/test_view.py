@@ -430,6 +430,14 @@ def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
     for mechanism in ("auction", "free_discussion", "turn_taking"):
         assert f"<td>{mechanism}</td>" in page
     assert "adjusted p" in page and "p adjusted: Holm across" in page and "correctness_by_mechanism.png" in page
+    # The installed calibration's confound marks every row of a confounded metric that involves
+    # the auction (its cause), auction - turn_taking too, and no row between the other two.
+    table = page.split('class="sortable kv comparison"')[1].split("<tbody>")[1].split("</tbody>")[0]
+    for row in table.split("<tr>")[1:]:
+        cells = re.findall(r"<td>([^<]*)</td>", row)
+        a, b, metric = cells[:3]
+        confounded = metric in ("cost_per_vignette", "participation", "mean_reward")
+        assert ("confounded under the null" in row) == (confounded and "auction" in (a, b)), row
     assert get(root, f"/run/{ids['comparison']}")[0][0] == 404  # not a run
 
 
@@ -439,8 +447,11 @@ def test_group_and_sweep_pages(runs):
                                                f"/sweep-rows/{ids['sweep']}")
     assert gs == ss == rs == 200
     assert group.count("/compare?a=") == 2 and "Trials" in group
-    # one family, one adjusted p per row, the test named, intervals at the family's level
-    assert "p adjusted: Holm across 6 metrics; intervals at 99.17%, Bonferroni across 6 metrics" in group
+    # one family, one adjusted p per row, the test named, each interval at its Holm step's level,
+    # and where two pairs cannot reach it, no interval but the reason
+    assert ("p adjusted: Holm across 6 metrics; intervals at 99.17%, each at the level of the Holm step that "
+            "decided its row") in group
+    assert "no interval: 2 pairs cannot reach 99.17% (8 pairs can)" in group
     assert "<td>exact sign-flip</td>" in group and "decided by: paired test chosen by each metric" in group
     assert "bootstrap percentile" in group  # each arm's aggregates name their interval
     assert 'data-key="rounds"' in sweep and "Summary" in sweep
@@ -958,3 +969,20 @@ def test_timeline_flags_unreadable_reasked_and_failed_replies_and_pairs_them_wit
     assert [k for k, _ in out[2]["flags"]] == ["unreadable"] and out[2]["cost"] == 12 / 1e6
     assert out[3]["flags"] == [("error", "Timeout: took too long")]
     assert [k for k, _ in out[4]["flags"]] == ["salvaged", "truncated", "reask"] and out[4]["request"] is None
+
+
+def test_a_run_page_shows_float_noise_as_0_and_its_raw_results_exact(tmp_path):
+    # context corrosion's D self-drift of a text against itself: 3.55e-15 where the command
+    # printed 0.000; its kind is a score in [0, 2], so it is noise.
+    from backends.registry import BackendSpec
+    from simcore.runs.runner import run_trial, write_run
+    from simcore.runs.scenario import load_scenario
+
+    scenario = load_scenario("context_corrosion")
+    trial = run_trial(scenario, scenario.config_type(rounds=1), 5, BackendSpec())
+    trial.results["metrics"]["dominant_self_drift"] = 3.552713678800501e-15
+    path = write_run(trial, tmp_path, "noise-run")
+    [(status, html)] = get(tmp_path, f"/run/{path.relative_to(tmp_path).as_posix()}")
+    metrics = html.split('<section id="metrics">')[1].split("</section>")[0]
+    assert status == 200 and "<td>dominant_self_drift</td><td data-v=\"0.0\">0.000</td>" in metrics
+    assert "e-15" not in metrics and "3.552713678800501e-15" in html  # results.json, shown raw, stays exact

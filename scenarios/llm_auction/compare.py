@@ -53,29 +53,39 @@ from simcore.api import (
     add_common_args,
     add_config_args,
     annotate,
+    arm_of,
     backend_spec,
     check_before_work,
     check_run_id,
     close_backend,
     code_revision,
     compare_one,
+    compare_readability,
     decide,
+    decide_readability,
     derive_seed,
     describe,
     fail,
+    figure,
     file_hashes,
     interval_text,
     kind_of,
     level_text,
+    levels_vary,
     new_run_id,
     package_versions,
     parse_seed,
     parse_trials,
+    percent,
     print_estimate,
     progress_bar,
     proportion_ci,
+    readability_lines,
     resolve_config,
+    row_notes,
+    row_scale,
     run_trial_async,
+    scale_of,
     scenario_backend,
     staged_dir,
     utc_now,
@@ -189,9 +199,9 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
     # every pair of mechanisms is one family: one Holm adjustment across all of them,
     # one adjusted p per row, and intervals at the family's level.
     pairs = list(itertools.combinations(c.mechanisms, 2))
-    pending, sizes = {}, {}
+    pending, sizes, paired = {}, {}, {}
     for a, b in pairs:
-        ok = [
+        ok = paired[a, b] = [
             (ra, rb) for ra, rb in zip(c.results[a], c.results[b])
             if ra["status"] == "ok" and rb["status"] == "ok"
         ]
@@ -203,10 +213,16 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
             )
     family = (f"comparisons ({len(COMPARED)} metrics x {len(pairs)} mechanism pair{'' if len(pairs) == 1 else 's'})")
     rows = decide(pending, family=family, alpha=ALPHA)
-    out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED}} for a, b in pairs]
-    for p in out:  # the pair the scenario calibrated (its counterfactual) carries the marks
-        if {p["a"], p["b"]} == {scenario.counterfactual[1], scenario.counterfactual[2]}:
-            annotate(scenario, p)
+    # Whether each pair's replies could be read equally often: a family of its own (Holm
+    # across the mechanism pairs), so it changes no metric's decision.
+    reading = decide_readability({
+        (a, b): compare_readability([arm_of(x) for x, _ in ok], [arm_of(y) for _, y in ok], paired=True)
+        for (a, b), ok in paired.items()
+    }, family="mechanism pairs", alpha=ALPHA)
+    out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED},
+            "readability": reading[a, b]} for a, b in pairs]
+    for p in out:  # the calibration's marks: on every pair that involves the confounded mechanism
+        annotate(scenario, p, arms=(p["a"], p["b"]))
     return {"mechanisms": per_mech, "by_style": styles, "pairs": out}
 
 
@@ -244,9 +260,10 @@ def report(stats: dict[str, Any]) -> str:
         if not d or d.get("mean", d.get("rate")) is None:
             return "-"
         mid = d.get("mean", d.get("rate"))
+        unit = scale_of(d.get("bounds", [0.0, 1.0] if "rate" in d else None), (d.get("min"), d.get("max")))
         if d.get("ci_low") is None:
-            return f"{mid:{fmt}}"
-        return f"{mid:{fmt}} [{d['ci_low']:{fmt}}, {d['ci_high']:{fmt}}]"
+            return figure(mid, fmt, unit)
+        return f"{figure(mid, fmt, unit)} [{figure(d['ci_low'], fmt, unit)}, {figure(d['ci_high'], fmt, unit)}]"
 
     lines = [f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
              f"{'reward/agent $':<22} participation"]
@@ -258,26 +275,32 @@ def report(stats: dict[str, Any]) -> str:
         )
     rows = [(p, key, p[key]) for p in stats["pairs"] for key in COMPARED]
     if rows:
+        entries = [d for _, _, d in rows]
         width = max(len(key) for key in COMPARED) + 2
         arms = [f"{p['a']} - {p['b']} ({p['n_pairs']})" for p, _, _ in rows]
-        tests = [d.get("test") or "-" for _, _, d in rows]
-        aw, tw = max(map(len, arms)) + 2, max(map(len, tests)) + 2
+        tests = [d.get("test") or "-" for d in entries]
+        intervals = [interval_text(d, "+.3f") for d in entries]
+        vary = levels_vary(entries)
+        aw, tw, iw = max(map(len, arms)) + 2, max(map(len, tests)) + 2, max(18, *(len(t) + 2 for t in intervals))
         lines += ["", "between mechanisms, a - b (pairs by trial seed); "
-                      f"{level_text([d for _, _, d in rows]) or 'no intervals'}:",
-                  f"  {'metric':<{width}}{'a - b':<{aw}}{'difference':>10}  {'interval':<18}{'test':<{tw}}"
-                  f"{'p':>8}{'adj. p':>8}  decision"]
+                      f"{level_text(entries) or 'no intervals'}:",
+                  f"  {'metric':<{width}}{'a - b':<{aw}}{'difference':>10}  {'interval':<{iw}}"
+                  + (f"{'level':>8}  " if vary else "") + f"{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
         confounded = {}
-        for (p, key, d), arm, test in zip(rows, arms, tests):
+        for (p, key, d), arm, test, interval in zip(rows, arms, tests, intervals):
             if (d.get("calibration") or {}).get("confounded"):
                 confounded[key] = d["calibration"]["reason"]
-            delta = "n/a" if d["delta_mean"] is None else f"{d['delta_mean']:+.3f}"
+            notes = row_notes(d)
             lines.append(
-                f"  {key:<{width}}{arm:<{aw}}{delta:>10}  {interval_text(d, '+.3f'):<18}{test:<{tw}}"
-                f"{_p(d.get('p_value')):>8}{_p(d.get('p_adjusted')):>8}  {verdict(d)}"
-                + ("  (CONFOUNDED UNDER THE NULL)" if key in confounded and "calibration" in d else "")
+                f"  {key:<{width}}{arm:<{aw}}{figure(d['delta_mean'], '+.3f', row_scale(d)):>10}  {interval:<{iw}}"
+                + (f"{percent(d['ci_level']) if d.get('ci_level') else '':>8}  " if vary else "")
+                + f"{test:<{tw}}{_p(d.get('p_value')):>8}{_p(d.get('p_adjusted')):>8}  {verdict(d)}"
+                + (f"  ({'; '.join(notes)})" if notes else "")
             )
         lines.append(f"decided by: {rows[0][2]['decided_by']}")
         lines += [f"CONFOUNDED UNDER THE NULL: {key}: {why}" for key, why in confounded.items()]
+        for p in stats["pairs"]:
+            lines += readability_lines(p.get("readability"), p["a"], p["b"], indent=f"{p['a']} - {p['b']}: ")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from simcore.analysis import stats
+from simcore.analysis.resolution import figure
 from simcore.base.records import atomic_write
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def comparison_plot(
         p = stats.decision_p(d)
         verdict = {True: "significant", False: "not significant"}.get(d.get("significant"), "not tested")
         stats_line = (
-            f"Δ(A−B) = {_num(d.get('delta_mean'), '+.3f')}, adj. p = {_num(p, '.2g')} ({verdict}), "
+            f"Δ(A−B) = {figure(d.get('delta_mean'), '+.3f', stats.row_scale(d))}, adj. p = {_num(p, '.2g')} ({verdict}), "
             f"d = {_num(d.get('cohen_d'), '.2f')}"
         )
         calibration = d.get("calibration") or {}

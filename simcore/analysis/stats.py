@@ -4,15 +4,17 @@ Every interval and test is chosen here, from the metric's kind
 (:mod:`simcore.analysis.metric_kinds`), by two functions: :func:`describe` (one group) and
 :func:`compare_metrics` (two arms). The rule, in one table, is docs/statistics.md:
 
-| kind, data | one group | difference (paired / unpaired) | test (paired / unpaired) |
+| kind, data | one group | test (paired / unpaired) | interval of the difference (paired / unpaired) |
 | --- | --- | --- | --- |
-| proportion, all values 0 or 1 | Wilson | Newcombe paired with exact McNemar / Newcombe hybrid | exact McNemar / Fisher's exact |
-| other, a bound | bootstrap percentile | sign-flip inversion / bootstrap percentile | sign-flip / Welch |
-| other, no bound | t | sign-flip inversion / Welch t | sign-flip / Welch |
+| proportion, all values 0 or 1 | Wilson | exact McNemar / exact unconditional score test | Newcombe paired with exact McNemar / its inversion |
+| other, a bound | bootstrap percentile | sign-flip / Welch | sign-flip inversion / Welch t, inside the bounds |
+| other, no bound | t | sign-flip / Welch | sign-flip inversion / Welch t |
 
 A comparison is one family: its p-values are Holm-adjusted across it, the adjusted p
-decides, and its intervals are at the family's Bonferroni level, so that an interval
-of a test's own inversion excludes 0 only on a significant row. p is never 0.
+decides, and each row's interval is drawn at the level of the Holm step that decided
+it (:class:`Step`), from the test's own inversion, so that the interval excludes 0
+exactly when the row is significant. Where the design cannot reach that level (too
+few pairs for the exact test) a row has no interval, and says why. p is never 0.
 
 All functions take plain sequences, ignore None and NaN, and return plain floats
 (or None when a figure is undefined, e.g. a standard deviation of one value).
@@ -21,13 +23,13 @@ All functions take plain sequences, ignore None and NaN, and return plain floats
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from simcore.analysis.metric_kinds import Kind, inferred, kind_of, score
+from simcore.analysis.resolution import figure, scale_of
 
 # scipy.stats takes about half a second to import; a replay or a run without
 # statistics never needs it, so each function that does imports it (from cache after the first).
@@ -97,8 +99,10 @@ def _std(x: np.ndarray) -> float | None:
 class Summary:
     """Descriptive statistics with a 95% confidence interval of the mean.
 
-    ``kind`` names the metric's kind and ``interval`` the method of the interval
-    (or why there is none).
+    ``kind`` names the metric's kind, ``bounds`` its declared [low, high] (either None
+    where it has no bound; the scale at which figures are shown,
+    :mod:`simcore.analysis.resolution`) and ``interval`` the method of the interval (or
+    why there is none).
     """
 
     n: int
@@ -110,9 +114,12 @@ class Summary:
     ci_high: float | None
     kind: str = "continuous"
     interval: str | None = None
+    bounds: tuple[float | None, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["bounds"] = None if self.bounds is None else list(self.bounds)
+        return out
 
 
 def describe(values: Sequence[Any], level: float = LEVEL,
@@ -135,6 +142,10 @@ def describe(values: Sequence[Any], level: float = LEVEL,
     """
     if kind is None:
         kind = score(*bounds) if bounds is not None else inferred(values)
+    return replace(_describe(values, level, kind), bounds=None if kind.name == "category" else (kind.low, kind.high))
+
+
+def _describe(values: Sequence[Any], level: float, kind: Kind) -> Summary:
     if kind.name == "category":
         n = sum(not _missing(v) for v in values)
         return Summary(n, None, None, None, None, None, None, kind.name, "none: a category has no mean")
@@ -242,22 +253,103 @@ def cohen_d(a: Sequence[Any], b: Sequence[Any]) -> float | None:
     return _f((_mean(x) - _mean(y)) / math.sqrt(pooled))
 
 
-# -- differences of proportions ----------------------------------------------------------
+# -- the level a row is decided at ---------------------------------------------------------
 
-def newcombe_ci(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> tuple[float, float]:
-    """Newcombe's hybrid score interval of k1/n1 - k2/n2 (independent samples), inside [-1, 1].
+@dataclass(frozen=True)
+class Step:
+    """The level at which one row of a family is decided and its interval drawn.
 
-    It combines the two Wilson intervals (Newcombe 1998, method 10 for unpaired data).
+    Holm's procedure tests a family's m rows in order of their p-values, the r-th (from 0)
+    at alpha / (m - r), and stops at the first it cannot reject. ``k`` is the divisor of
+    the step that decided the row: m - r for a rejected row, and for every row Holm does
+    not reject, that of the step where it stopped. A row is significant exactly when
+    ``k * p < alpha`` (:meth:`rejects`, the product Holm's adjusted p is made of), and its
+    interval holds the differences that the same rule does not reject: the interval
+    excludes 0 exactly when the row is significant.
+
+    Attributes:
+        k: The step's divisor (1 for a family of one).
+        alpha: The significance level.
     """
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = proportion_ci(k1, n1, level)
-    l2, u2 = proportion_ci(k2, n2, level)
-    d = p1 - p2
-    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)  # type: ignore[operator]
-    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)  # type: ignore[operator]
-    # Mathematically lo >= l1 - u2 >= -1; the max only removes a rounding residue.
-    return max(-1.0, lo), min(1.0, hi)
 
+    k: int
+    alpha: float = ALPHA
+
+    def rejects(self, p: float) -> bool:
+        """Whether a p-value is rejected at this step."""
+        return self.k * p < self.alpha
+
+    @property
+    def level(self) -> float:
+        """The confidence level of the row's interval, 1 - alpha/k."""
+        return 1 - self.alpha / self.k
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A row's interval of the difference (``low``, ``high``), or why there is none (``missing``)."""
+
+    method: str
+    low: float | None = None
+    high: float | None = None
+    missing: str | None = None
+
+
+def percent(level: float) -> str:
+    """A confidence level in words: ``99.17%``."""
+    return f"{100 * level:.4g}%"
+
+
+def _boundary(p_at: Callable[[float], float], step: Step, accepted: float, rejected: float,
+              tol: float = 0.0) -> float:
+    """Bisection between a shift the test does not reject and one it rejects; returns the
+    last shift not rejected (so an interval's end never reaches a rejected shift)."""
+    while True:
+        mid = accepted + (rejected - accepted) / 2
+        if mid in (accepted, rejected) or abs(rejected - accepted) <= tol:
+            return accepted
+        if step.rejects(p_at(mid)):
+            rejected = mid
+        else:
+            accepted = mid
+
+
+def _placed(lo: float, hi: float, estimate: float, p_at: Callable[[float], float],
+            step: Step) -> tuple[float, float]:
+    """A closed-form inversion's ends, on the side of 0 that the test's own p at 0 (the
+    row's p) puts them: they can differ only by rounding, at a p within rounding of the
+    level, and then the end toward 0 is found by bisection with the decision's own rule."""
+    if not step.rejects(p_at(0.0)):
+        return min(lo, 0.0), max(hi, 0.0)
+    if lo <= 0.0 <= hi:
+        if estimate > 0:
+            lo = _boundary(p_at, step, estimate, 0.0)
+        else:
+            hi = _boundary(p_at, step, estimate, 0.0)
+    return lo, hi
+
+
+def _inverted(p_at: Callable[[float], float], estimate: float, low: float, high: float, step: Step,
+              tol: float) -> tuple[float, float]:
+    """The shifts in [low, high] that the test does not reject, each end found by bisection
+    from ``estimate`` (which the test never rejects); where 0 lies between, the row's own
+    p at 0 decides on which side of it the end lies."""
+
+    def end(outer: float) -> float:
+        inner = estimate
+        if min(inner, outer) < 0.0 < max(inner, outer):
+            if step.rejects(p_at(0.0)):
+                outer = 0.0
+            else:
+                inner = 0.0
+        if outer == inner or not step.rejects(p_at(outer)):
+            return outer
+        return _boundary(p_at, step, inner, outer, tol)
+
+    return end(low), end(high)
+
+
+# -- paired yes/no outcomes: exact McNemar ----------------------------------------------------
 
 def newcombe_paired_ci(both: int, only_a: int, only_b: int, neither: int,
                        level: float = LEVEL) -> tuple[float, float]:
@@ -322,14 +414,27 @@ def paired_proportion_ci(both: int, only_a: int, only_b: int, neither: int,
     return min(n_lo, e_lo), max(n_hi, e_hi)
 
 
+def _binomial_p(k: int, m: int, theta: float) -> float:
+    """Two-sided p of k successes in m at success probability theta: twice the smaller tail."""
+    from scipy import stats as sps
+
+    return min(1.0, 2.0 * min(float(sps.binom.sf(k - 1, m, theta)), float(sps.binom.cdf(k, m, theta))))
+
+
 def mcnemar_exact(only_a: int, only_b: int) -> float:
     """Exact McNemar test: two-sided binomial p of the discordant pairs (1 without any)."""
     m = only_a + only_b
-    if m == 0:
-        return 1.0
-    from scipy import stats as sps
+    return 1.0 if m == 0 else _binomial_p(only_a, m, 0.5)
 
-    return min(1.0, 2.0 * float(sps.binom.cdf(min(only_a, only_b), m, 0.5)))
+
+def _mcnemar_at(both: int, only_a: int, only_b: int, neither: int) -> Callable[[float], float]:
+    """The exact McNemar p of the shift d0 of p_a - p_b (at the observed discordance); at 0, :func:`mcnemar_exact`."""
+    n, m = both + only_a + only_b + neither, only_a + only_b
+
+    def p_at(d0: float) -> float:
+        return _binomial_p(only_a, m, min(1.0, max(0.0, (1 + d0 * n / m) / 2)))
+
+    return p_at
 
 
 def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
@@ -337,6 +442,99 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
     from scipy import stats as sps
 
     return min(1.0, float(sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue))
+
+
+# -- unpaired yes/no outcomes: the score test, exact unconditional where it is cheap ------------
+
+#: Unpaired yes/no arms with at most this many possible tables ((n1 + 1)(n2 + 1), 50
+#: trials per arm) are tested exactly (unconditionally); larger ones by the score test's
+#: normal approximation, which is close there.
+MAX_EXACT_TABLES = 51 * 51
+_NUISANCE_GRID = 101
+
+
+def _restricted(x1: np.ndarray, n1: int, x2: np.ndarray, n2: int, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The maximum-likelihood p1, p2 under p1 - p2 = delta (Miettinen and Nurminen 1985),
+    for every table (x1 of n1, x2 of n2) at once."""
+    p1h, p2h = x1 / n1, x2 / n2
+    if delta == 0.0:
+        pooled = (x1 + x2) / (n1 + n2)
+        return pooled, pooled
+    theta = n2 / n1
+    a = 1 + theta
+    b = -(1 + theta + p1h + theta * p2h + delta * (theta + 2))
+    c = delta * delta + delta * (2 * p1h + theta + 1) + p1h + theta * p2h
+    d = -p1h * delta * (1 + delta)
+    v = b**3 / (27 * a**3) - b * c / (6 * a * a) + d / (2 * a)
+    u = np.sign(v) * np.sqrt(np.maximum(b * b / (9 * a * a) - c / (3 * a), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(u == 0, 0.0, v / u**3)
+    w = (math.pi + np.arccos(np.clip(ratio, -1.0, 1.0))) / 3
+    p1 = np.clip(2 * u * np.cos(w) - b / (3 * a), max(0.0, delta), min(1.0, 1 + delta))
+    return p1, np.clip(p1 - delta, 0.0, 1.0)
+
+
+def _score_z(x1: np.ndarray, n1: int, x2: np.ndarray, n2: int, delta: float) -> np.ndarray:
+    """The score statistic of H0: p1 - p2 = delta, with Miettinen and Nurminen's variance."""
+    p1, p2 = _restricted(x1, n1, x2, n2, delta)
+    var = (p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2) * (n1 + n2) / (n1 + n2 - 1)
+    num = x1 / n1 - x2 / n2 - delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, num / np.sqrt(var), np.where(num == 0, 0.0, np.sign(num) * np.inf))
+    return np.where(np.abs(num) <= 1e-15, 0.0, z)
+
+
+def unpaired_proportion_p(k1: int, n1: int, k2: int, n2: int, delta: float = 0.0) -> float:
+    """Two-sided p of H0: p1 - p2 = delta for independent yes/no samples (k1 of n1, k2 of n2).
+
+    The score statistic orders the tables (Miettinen and Nurminen's, the one Barnard's
+    test pools at delta = 0). Up to :data:`MAX_EXACT_TABLES` tables the p is exact and
+    unconditional: the largest, over the nuisance p2, chance of a table at least as extreme
+    (Chan and Zhang 1999; at delta = 0 it is Barnard's exact test). Beyond, the score test's
+    normal p (Miettinen and Nurminen).
+    """
+    from scipy import stats as sps
+
+    if abs(delta) >= 1.0:  # one possible pair of proportions: the table is certain or impossible
+        return 1.0 if (k1, k2) == ((n1, 0) if delta > 0 else (0, n2)) else 0.0
+    if (n1 + 1) * (n2 + 1) > MAX_EXACT_TABLES:
+        z = float(_score_z(np.array(float(k1)), n1, np.array(float(k2)), n2, delta))
+        return min(1.0, 2.0 * float(sps.norm.sf(abs(z))))
+    from scipy.special import gammaln, xlog1py, xlogy
+
+    x1, x2 = np.arange(n1 + 1, dtype=float), np.arange(n2 + 1, dtype=float)
+    z = _score_z(x1[:, None], n1, x2[None, :], n2, delta)
+    z_obs = abs(float(z[k1, k2]))
+    # Tables whose statistic equals the observed one in exact arithmetic (mirror images)
+    # can differ from it by rounding: within 1e-9 they count as ties, so as extreme.
+    # (scipy's barnard_exact compares without a tolerance and so misses some ties.)
+    extreme = (np.abs(z) >= z_obs - 1e-9 * max(1.0, z_obs)).astype(float)
+    log_c1 = gammaln(n1 + 1) - gammaln(x1 + 1) - gammaln(n1 - x1 + 1)
+    log_c2 = gammaln(n2 + 1) - gammaln(x2 + 1) - gammaln(n2 - x2 + 1)
+
+    def chance(p2: np.ndarray) -> np.ndarray:
+        """The chance of an extreme table at each nuisance p2 (and p1 = p2 + delta)."""
+        p1 = np.clip(p2 + delta, 0.0, 1.0)[:, None]
+        f1 = np.exp(log_c1 + xlogy(x1, p1) + xlog1py(n1 - x1, -p1))
+        f2 = np.exp(log_c2 + xlogy(x2, p2[:, None]) + xlog1py(n2 - x2, -p2[:, None]))
+        return np.einsum("gi,ij,gj->g", f1, extreme, f2)
+
+    # The largest chance over the nuisance: a grid, then golden-section search around its best point.
+    grid = np.linspace(max(0.0, -delta), min(1.0, 1.0 - delta), _NUISANCE_GRID)
+    values = chance(grid)
+    best = int(np.argmax(values))
+    a, b = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    top = float(values[best])
+    for _ in range(40):
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        fc, fd = chance(np.array([c, d]))
+        top = max(top, float(fc), float(fd))
+        if fc >= fd:
+            b = d
+        else:
+            a = c
+    return min(1.0, top)
 
 
 # -- paired differences of other kinds: the sign-flip test ------------------------------------
@@ -360,24 +558,37 @@ class SignFlip:
     subset_means: np.ndarray
     always: int
 
-    def interval(self, level: float) -> tuple[float | None, float | None]:
-        """The shifts the test does not reject at 1 - level: the test's own inversion.
+    def interval(self, step: Step) -> tuple[float, float] | None:
+        """The shifts the test does not reject at ``step``: the test's own inversion, or
+        None where it rejects none (too few pairs for the level).
 
-        A shift d0 is rejected when the test of (differences - d0) has p < 1 - level,
-        so the interval excludes 0 exactly when p < 1 - level. (None, None) where no
-        shift can be rejected (too few pairs for the level).
+        A shift d0 is rejected when the test of (differences - d0) has a p that ``step``
+        rejects; the p of shift d0 is twice (always + #{subset means beyond d0}) / patterns,
+        as :attr:`p` is at 0, so the interval excludes 0 exactly when ``step`` rejects :attr:`p`.
         """
-        tail = (1 - level) / 2
         ms = self.subset_means
-        # the largest j with (always + j) / patterns < tail
-        j = math.ceil(tail * self.patterns - self.always) - 1
-        while j >= 0 and (self.always + j) / self.patterns >= tail:
+
+        def p_of(j: int) -> float:  # the p of a shift with j subset means beyond it (as in sign_flip)
+            return min(1.0, 2 * ((self.always + j) / self.patterns))
+
+        # the largest j whose p is rejected
+        j = max(-1, math.floor(step.alpha / step.k / 2 * self.patterns) - self.always)
+        while j >= 0 and not step.rejects(p_of(j)):
             j -= 1
-        while (self.always + j + 1) / self.patterns < tail:
+        while j + 1 < len(ms) and step.rejects(p_of(j + 1)):
             j += 1
-        if j < 0 or j >= len(ms):
-            return None, None
+        if j < 0:
+            return None
         return float(ms[j]), float(ms[len(ms) - 1 - j])
+
+
+def pairs_needed(step: Step) -> int | None:
+    """The fewest pairs whose sign-flip test can reach ``step`` (None: no number can, the
+    family is too large for the random patterns' resolution)."""
+    for n in range(1, MAX_EXACT_PAIRS + 1):
+        if step.rejects(min(1.0, 2 * (1 / 2**n))):  # the exact test's smallest p
+            return n
+    return MAX_EXACT_PAIRS + 1 if step.rejects(min(1.0, 2 * (1 / (RANDOM_PATTERNS + 1)))) else None
 
 
 def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
@@ -438,42 +649,49 @@ def sign_flip(differences: Sequence[float], seed: int = 0) -> SignFlip:
 
 # -- unpaired differences of other kinds -----------------------------------------------------
 
+@dataclass(frozen=True)
+class Welch:
+    """Welch's unequal-variance t-test of a against b, in a unit where squares neither
+    underflow nor overflow (``unit``; the figures are those of the values).
+
+    Attributes:
+        difference: mean(a) - mean(b), in the unit.
+        se: Its standard error, in the unit.
+        df: Welch-Satterthwaite degrees of freedom.
+        unit: The power of two the values were divided by.
+    """
+
+    difference: float
+    se: float
+    df: float
+    unit: float
+
+    def p_at(self, shift: float) -> float:
+        """Two-sided p of H0: mean(a) - mean(b) = shift (in the unit)."""
+        from scipy import stats as sps
+
+        return min(1.0, 2.0 * float(sps.t.sf(abs(self.difference - shift) / self.se, self.df)))
+
+
+def _welch(x: np.ndarray, y: np.ndarray) -> Welch | None:
+    if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
+        return None
+    s = _unit(x, y)  # t, df and p have no unit (scipy's own squares gave p = 0 at 1e-300)
+    x, y = x / s, y / s
+    va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    return Welch(_mean(x) - _mean(y), math.sqrt(va + vb), df, s)
+
+
 def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
     """Welch's unequal-variance t-test of a against b: t, df and two-sided p.
 
     Undefined (all None) with fewer than 2 values in an arm or no variance in either.
     """
-    x, y = np.sort(clean(a)), np.sort(clean(b))
-    if len(x) < 2 or len(y) < 2 or (_constant(x) and _constant(y)):
+    w = _welch(np.sort(clean(a)), np.sort(clean(b)))
+    if w is None:
         return {"t_statistic": None, "df": None, "p_value": None}
-    from scipy import stats as sps
-
-    s = _unit(x, y)  # t, df and p have no unit (scipy's own squares gave p = 0 at 1e-300)
-    x, y = x / s, y / s
-
-    va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
-    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
-    with warnings.catch_warnings():
-        # scipy warns of precision loss for a nearly constant arm; the figures stand,
-        # and the warning would only clutter the terminal.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = sps.ttest_ind(x, y, equal_var=False)
-    return {"t_statistic": _f(res.statistic), "df": _f(df), "p_value": _f(res.pvalue)}
-
-
-def welch_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL) -> tuple[float | None, float | None]:
-    """Welch's t interval of mean(a) - mean(b): the inversion of :func:`welch`."""
-    x, y = clean(a), clean(b)
-    test = welch(x, y)
-    if test["df"] is None:
-        return None, None
-    from scipy import stats as sps
-
-    s = _unit(x, y)
-    se = math.sqrt(_std(x / s) ** 2 / len(x) + _std(y / s) ** 2 / len(y)) * s  # type: ignore[operator]
-    half = float(sps.t.ppf(0.5 + level / 2, test["df"])) * se
-    d = _mean(x) - _mean(y)
-    return d - half, d + half
+    return {"t_statistic": _f(w.difference / w.se), "df": _f(w.df), "p_value": _f(w.p_at(0.0))}
 
 
 def constant_arms_p(a: Sequence[Any], b: Sequence[Any]) -> float:
@@ -485,20 +703,17 @@ def constant_arms_p(a: Sequence[Any], b: Sequence[Any]) -> float:
     x, y = clean(a), clean(b)
     if x[0] == y[0]:
         return 1.0
-    return min(1.0, (2 if len(x) == len(y) else 1) / math.comb(len(x) + len(y), len(x)))
+    return _split_p(len(x), len(y))
 
 
-def bootstrap_diff_ci(a: Sequence[Any], b: Sequence[Any], level: float = LEVEL, seed: int = 0,
-                      n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(a) - mean(b), independent samples (each
-    sorted first): inside [min a - max b, max a - min b], around the difference."""
-    x, y = np.sort(clean(a)), np.sort(clean(b))
-    rng = np.random.default_rng(seed)
-    diffs = (x[rng.integers(len(x), size=(n_resamples, len(x)))].mean(axis=1)
-             - y[rng.integers(len(y), size=(n_resamples, len(y)))].mean(axis=1))
-    q_lo, q_hi = np.quantile(diffs, [(1 - level) / 2, (1 + level) / 2])
-    d = _mean(x) - _mean(y)
-    return min(d, float(q_lo)), max(d, float(q_hi))
+def _split_p(n1: int, n2: int) -> float:
+    """The smallest permutation p of two arms of n1 and n2 values (one split, and its mirror)."""
+    return min(1.0, (2 if n1 == n2 else 1) / math.comb(n1 + n2, n1))
+
+
+def trials_needed(step: Step) -> int | None:
+    """The fewest trials per arm whose permutation test can reach ``step`` (None above 1,000)."""
+    return next((n for n in range(2, 1001) if step.rejects(_split_p(n, n))), None)
 
 
 # -- families -------------------------------------------------------------------------
@@ -525,19 +740,36 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def holm_steps(p_values: Sequence[float], alpha: float = ALPHA) -> list[Step]:
+    """The Holm step that decides each p-value of a family (see :class:`Step`), in input order.
+
+    ``Step.rejects(p)`` of each is exactly Holm's decision, adjusted p < alpha: a rejected
+    p's own product k * p is at most its adjusted p, and Holm stops at a p whose product is
+    at least alpha, which every larger p then exceeds at the same k.
+    """
+    adjusted = holm(p_values)
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    stop = next((rank for rank, i in enumerate(order) if not adjusted[i] < alpha), m)  # type: ignore[operator]
+    steps: list[Step] = [Step(1, alpha)] * m
+    for rank, i in enumerate(order):
+        steps[i] = Step(m - rank if rank < stop else m - stop, alpha)
+    return steps
+
+
 @dataclass(frozen=True)
 class Pending:
     """One row of a comparison before its family is known: the test is done, the
-    interval waits for the family's level (:func:`decide`).
+    interval waits for the level of the Holm step that decides it (:func:`decide`).
 
     Attributes:
         row: The row so far (means, counts, the test, its raw p or why it was not tested).
-        interval: Computes (method, low, high) at a confidence level; None when the
-            row has no interval.
+        interval: Computes the interval (:class:`Bounds`) at a :class:`Step`; None when
+            the row has no interval.
     """
 
     row: dict[str, Any]
-    interval: Callable[[float], tuple[str, float | None, float | None]] | None = None
+    interval: Callable[[Step], Bounds] | None = None
 
     @property
     def tested(self) -> bool:
@@ -554,19 +786,21 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
         b: Arm B's values; paired by position when ``paired_samples``.
         kind: The metric's kind (None: inferred from the values).
         paired_samples: Whether trial i of A and trial i of B form a pair.
-        seed: Seed of the random sign patterns and the bootstrap (results are reproducible).
+        seed: Seed of the random sign patterns (results are reproducible).
     """
     if paired_samples and len(a) != len(b):
         raise ValueError("compare_metrics: paired arms need the same number of trials")
     if kind is None:
         kind = inferred([*a, *b])
     if kind.name == "category":
-        return Pending({"kind": kind.name, "test": None, "p_value": None, "not_tested": "a category has no mean"})
+        return Pending({"kind": kind.name, "bounds": None, "test": None, "p_value": None,
+                        "not_tested": "a category has no mean"})
     x, y = np.sort(clean(a)), np.sort(clean(b))
     # An infinite value has no mean to estimate or test (sums of them are inf or NaN).
     finite = bool(np.isfinite(x).all() and np.isfinite(y).all())
     row: dict[str, Any] = {
         "kind": kind.name,
+        "bounds": [kind.low, kind.high],
         "n_a": len(x),
         "n_b": len(y),
         # Trials where the metric is undefined (no readable data): left out, and counted.
@@ -612,7 +846,7 @@ def compare_one(a: Sequence[Any], b: Sequence[Any], kind: Kind | None = None, *,
     if len(x) < 2 or len(y) < 2:
         row["not_tested"] = "fewer than 2 values in an arm"
         return Pending(row)
-    return _unpaired(row, x, y, kind, seed)
+    return _unpaired(row, x, y, kind)
 
 
 def _paired(row: dict[str, Any], pairs: np.ndarray, kind: Kind, seed: int) -> Pending:
@@ -620,58 +854,100 @@ def _paired(row: dict[str, Any], pairs: np.ndarray, kind: Kind, seed: int) -> Pe
     if kind.name == "proportion" and _binary(pairs.ravel()):
         both, only_a = int(((u == 1) & (v == 1)).sum()), int(((u == 1) & (v == 0)).sum())
         only_b, neither = int(((u == 0) & (v == 1)).sum()), int(((u == 0) & (v == 0)).sum())
-        row.update(test="exact McNemar", p_value=mcnemar_exact(only_a, only_b))
-        return Pending(row, lambda level: ("Newcombe paired score and exact McNemar (hull)",
-                                           *paired_proportion_ci(both, only_a, only_b, neither, level)))
+        counts = (both, only_a, only_b, neither)
+        p_at = _mcnemar_at(*counts)
+        p = p_at(0.0)  # the exact McNemar p (mcnemar_exact), from the very function its interval inverts
+        row.update(test="exact McNemar", p_value=p)
+        d = (only_a - only_b) / len(pairs)
+
+        def hull(step: Step) -> Bounds:
+            e_lo, e_hi = _placed(*mcnemar_exact_ci(*counts, step.level), d, p_at, step)
+            n_lo, n_hi = newcombe_paired_ci(*counts, step.level)
+            lo, hi = min(n_lo, e_lo), max(n_hi, e_hi)
+            # Newcombe's interval widens the exact one, but never across 0 where the exact test
+            # rejects (it did not once up to 40 pairs at the levels in use; this makes it certain).
+            if e_lo > 0 >= lo:
+                lo = e_lo
+            if e_hi < 0 <= hi:
+                hi = e_hi
+            return Bounds("Newcombe paired score and exact McNemar (hull)", lo, hi)
+
+        return Pending(row, hull)
     flip = sign_flip(u - v, seed)
     row.update(test="exact sign-flip" if flip.exact else f"sign-flip ({RANDOM_PATTERNS:,} random patterns)",
                p_value=flip.p)
-    span = kind.span()
+    n = len(pairs)
 
-    def interval(level: float) -> tuple[str, float | None, float | None]:
-        lo, hi = flip.interval(level)
-        if lo is None and span is not None:
-            # No shift can be rejected with so few pairs: every possible difference remains.
-            lo, hi = -span, span
-        return "sign-flip inversion", lo, hi
+    def inversion(step: Step) -> Bounds:
+        ends = flip.interval(step)
+        if ends is not None:
+            return Bounds("sign-flip inversion", *ends)
+        need = pairs_needed(step)
+        can = f"{need} pairs can" if need is not None else "no number of pairs can in a family this large"
+        return Bounds("sign-flip inversion",
+                      missing=f"{n} pair{'' if n == 1 else 's'} cannot reach {percent(step.level)} ({can})")
 
-    return Pending(row, interval)
+    return Pending(row, inversion)
 
 
-def _unpaired(row: dict[str, Any], x: np.ndarray, y: np.ndarray, kind: Kind, seed: int) -> Pending:
+def _unpaired(row: dict[str, Any], x: np.ndarray, y: np.ndarray, kind: Kind) -> Pending:
     if kind.name == "proportion" and _binary(np.concatenate([x, y])):
-        k1, k2 = int(x.sum()), int(y.sum())
-        row.update(test="Fisher's exact", p_value=fisher_exact(k1, len(x), k2, len(y)))
-        return Pending(row, lambda level: ("Newcombe hybrid score", *newcombe_ci(k1, len(x), k2, len(y), level)))
+        k1, n1, k2, n2 = int(x.sum()), len(x), int(y.sum()), len(y)
+        exact = (n1 + 1) * (n2 + 1) <= MAX_EXACT_TABLES
+
+        def p_at(delta: float) -> float:
+            return unpaired_proportion_p(k1, n1, k2, n2, delta)
+
+        row.update(test="exact unconditional (score)" if exact else "score (Miettinen-Nurminen)", p_value=p_at(0.0))
+        d = k1 / n1 - k2 / n2
+        method = "exact unconditional score inversion (Chan-Zhang)" if exact else "Miettinen-Nurminen score"
+        return Pending(row, lambda step: Bounds(method, *_inverted(p_at, d, -1.0, 1.0, step, tol=1e-9)))
     span = kind.span()
-    bounded = kind.low is not None or kind.high is not None
     if _constant(x) and _constant(y):
         p = constant_arms_p(x, y)
         row.update(test="exact permutation (both arms constant)", p_value=p)
         delta = float(x[0] - y[0])
+        n1, n2 = len(x), len(y)
 
-        def exact(level: float) -> tuple[str, float | None, float | None]:
-            if p < 1 - level:
-                return "permutation inversion", delta, delta
-            return "permutation inversion", *((-span, span) if span is not None else (None, None))
+        def exact(step: Step) -> Bounds:
+            # The test of a shift d0 has p = 1 at d0 = delta and the split's p at any other:
+            # the interval is delta alone where that p is rejected, and none where it is not.
+            if step.rejects(_split_p(n1, n2)):
+                return Bounds("permutation inversion", delta, delta)
+            need = trials_needed(step)
+            can = f"{need} per arm can" if need is not None else "no number can"
+            return Bounds("permutation inversion",
+                          missing=f"{n1} and {n2} trials cannot reach {percent(step.level)} ({can})")
 
         return Pending(row, exact)
-    test = welch(x, y)
-    row.update(test="Welch t-test", p_value=test["p_value"], t_statistic=test["t_statistic"])
-    if bounded:
-        return Pending(row, lambda level: (f"bootstrap percentile ({BOOTSTRAP_RESAMPLES:,} resamples)",
-                                           *bootstrap_diff_ci(x, y, level, seed)))
-    return Pending(row, lambda level: ("Welch t", *welch_ci(x, y, level)))
+    w = _welch(x, y)
+    assert w is not None  # at least 2 values per arm, not both constant
+    row.update(test="Welch t-test", p_value=_f(w.p_at(0.0)), t_statistic=_f(w.difference / w.se))
+
+    def welch_interval(step: Step) -> Bounds:
+        from scipy import stats as sps
+
+        half = float(sps.t.isf(step.alpha / step.k / 2, w.df)) * w.se
+        lo, hi = _placed(w.difference - half, w.difference + half, w.difference, w.p_at, step)
+        lo, hi = lo * w.unit, hi * w.unit
+        if span is not None:  # a difference cannot leave the kind's possible differences
+            lo, hi = max(lo, -span), min(hi, span)
+        return Bounds("Welch t", lo, hi)
+
+    return Pending(row, welch_interval)
 
 
 def decide(pending: Mapping[Any, Pending], *, family: str, alpha: float = ALPHA,
            paired_samples: bool = True) -> dict[Any, dict[str, Any]]:
-    """One family's decisions: Holm across its tested rows, intervals at its level.
+    """One family's decisions: Holm across its tested rows, each interval at the level of
+    the Holm step that decided its row.
 
     Every tested row gets ``p_adjusted`` (Holm across the family), ``family`` (e.g.
     "Holm across 6 metrics"), ``significant`` (adjusted p < alpha) and an interval of
-    the difference at the family's Bonferroni level 1 - alpha/m (``ci_low``,
-    ``ci_high``, ``ci_level``, ``ci_method``, ``ci_adjustment``); a row that was not
+    the difference at the level of its Holm step (:class:`Step`): ``ci_low``,
+    ``ci_high``, ``ci_level``, ``ci_method``, ``ci_adjustment``, or, where the design
+    cannot reach that level, no interval and ``no_interval`` (why, and what would reach
+    it). The interval excludes 0 exactly when the row is significant. A row that was not
     tested keeps ``not_tested`` (the reason) and gets no p, interval or decision.
 
     Args:
@@ -684,21 +960,25 @@ def decide(pending: Mapping[Any, Pending], *, family: str, alpha: float = ALPHA,
     keys = list(pending)
     tested = [k for k in keys if pending[k].tested]
     m = len(tested)
-    name = f"Holm across {m} {_singular(family) if m == 1 else family}"
-    level = 1 - alpha / max(m, 1)
-    adjusted = dict(zip(tested, holm([pending[k].row["p_value"] for k in tested])))
+    members = _singular(family) if m == 1 else family
+    name = f"Holm across {m} {members}"
+    ps = [float(pending[k].row["p_value"]) for k in tested]
+    adjusted = dict(zip(tested, holm(ps)))
+    steps = dict(zip(tested, holm_steps(ps, alpha)))
     rule = decision_rule(paired_samples, name, alpha)
     out = {}
     for k in keys:
         row = dict(pending[k].row)
         p = adjusted.get(k)
         row.update(family=name, p_adjusted=p, significant=None if p is None else p < alpha, decided_by=rule,
-                   ci_method=None, ci_level=None, ci_adjustment=None, ci_low=None, ci_high=None)
+                   ci_method=None, ci_level=None, ci_adjustment=None, ci_low=None, ci_high=None, no_interval=None)
         if p is not None and pending[k].interval is not None:
-            method, lo, hi = pending[k].interval(level)
-            row.update(ci_method=method, ci_level=level, ci_low=lo, ci_high=hi,
-                       ci_adjustment=f"Bonferroni across {m} {_singular(family) if m == 1 else family}"
-                       if m > 1 else "not adjusted (one test)")
+            step = steps[k]
+            bounds = pending[k].interval(step)
+            row.update(ci_method=bounds.method, ci_level=step.level, ci_low=bounds.low, ci_high=bounds.high,
+                       no_interval=bounds.missing,
+                       ci_adjustment=f"Holm step {alpha:g}/{step.k} of {m} {members}" if m > 1
+                       else "not adjusted (one test)")
         out[k] = row
     return out
 
@@ -776,18 +1056,55 @@ def verdict(entry: Mapping[str, Any]) -> str:
     return f"not tested ({why})" if why else "not tested"
 
 
+def row_scale(entry: Mapping[str, Any]) -> float | None:
+    """The scale of a compared metric's figures (:func:`~simcore.analysis.resolution.scale_of`):
+    the width of its declared range, else the larger of its arms' means."""
+    return scale_of(entry.get("bounds"), (entry.get("mean_a"), entry.get("mean_b")))
+
+
+def group_scale(summary: Mapping[str, Any]) -> float | None:
+    """The scale of one group's figures of a metric (a :class:`Summary` as a dict): the
+    width of its declared range, else its values' magnitude."""
+    return scale_of(summary.get("bounds"), (summary.get("min"), summary.get("max")))
+
+
 def interval_text(entry: Mapping[str, Any], spec: str = "+.3g") -> str:
-    """``[low, high]`` of a compared metric's interval, ``n/a`` without one."""
+    """``[low, high]`` of a compared metric's interval (float noise shown as 0),
+    ``no interval: <why>`` where the design cannot reach its level, ``n/a`` without one."""
+    if entry.get("no_interval"):
+        return f"no interval: {entry['no_interval']}"
     lo, hi = entry.get("ci_low"), entry.get("ci_high")
     if lo is None or hi is None:
         return "n/a"
-    return f"[{format(lo, spec)}, {format(hi, spec)}]"
+    unit = row_scale(entry)
+    return f"[{figure(lo, spec, unit)}, {figure(hi, spec, unit)}]"
+
+
+def row_notes(entry: Mapping[str, Any], reasons: bool = False) -> list[str]:
+    """What a compared metric's row must say beside its decision: trials left out for want
+    of readable data, and a confound that calibration found (with its reason if ``reasons``)."""
+    notes = []
+    left_out = (entry.get("n_undefined_a") or 0) + (entry.get("n_undefined_b") or 0)
+    if left_out:
+        notes.append(f"{left_out} trials without readable data left out")
+    calibration = entry.get("calibration") or {}
+    if calibration.get("confounded"):
+        notes.append("CONFOUNDED UNDER THE NULL" + (f": {calibration.get('reason')}" if reasons else ""))
+    return notes
+
+
+def levels_vary(entries: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a comparison's rows have intervals at more than one level (then a table shows each row's)."""
+    return len({e["ci_level"] for e in entries if e.get("ci_level") is not None}) > 1
 
 
 def level_text(entries: Sequence[Mapping[str, Any]]) -> str | None:
-    """How a comparison's intervals are adjusted, in words (None when none has an interval)."""
+    """The levels of a comparison's intervals, in words (None when no row has one)."""
     rows = [e for e in entries if e.get("ci_level") is not None]
     if not rows:
         return None
-    e = rows[0]
-    return f"intervals at {100 * e['ci_level']:.4g}%, {e['ci_adjustment']}"
+    if rows[0].get("ci_adjustment") == "not adjusted (one test)":
+        return f"interval at {percent(rows[0]['ci_level'])}, not adjusted (one test)"
+    levels = sorted({e["ci_level"] for e in rows})
+    at = percent(levels[0]) if len(levels) == 1 else f"{percent(levels[0])} to {percent(levels[-1])}"
+    return f"intervals at {at}, each at the level of the Holm step that decided its row"

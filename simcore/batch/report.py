@@ -7,7 +7,9 @@
   for, :func:`simcore.analysis.stats.describe`), plus comparisons between conditions: the
   scenario's own ``compare`` when it has one, otherwise
   :func:`simcore.analysis.stats.compare_metrics` on the pairs (the test each metric's kind
-  calls for, one Holm family across the metrics). ``failures`` counts failed trials
+  calls for, one Holm family across the metrics), each with its ``readability``
+  (:mod:`simcore.analysis.readability`). ``summary.csv`` shows float noise as 0
+  (:mod:`simcore.analysis.resolution`). ``failures`` counts failed trials
   by kind (:data:`simcore.batch.worker.FAILURE_KINDS`), and ``finish_command`` is
   the command that finishes an unfinished sweep.
 - ``plots/metrics.png``: each metric's mean and 95% CI across the grid, one line
@@ -27,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from backends.base import canonical_json
-from simcore.analysis import stats
-from simcore.analysis.metric_kinds import Kind, proportion
+from simcore.analysis import readability, stats
+from simcore.analysis.metric_kinds import Kind, kind_of, proportion
 from simcore.analysis.plots import save_figure
+from simcore.analysis.resolution import at_resolution, figure
 from simcore.base.files import read_run
 from simcore.base.records import atomic_write
 from simcore.base.rng import derive_seed
@@ -140,7 +143,7 @@ def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
     finished run that has a value for it.
     """
     kinds = plan.scenario.declared_kinds()
-    undeclared = {c[len(METRIC_PREFIX):] for c in metrics} - set(kinds)
+    undeclared = {name for name in (c[len(METRIC_PREFIX):] for c in metrics) if kind_of(kinds, name) is None}
     found: dict[str, bool] = {}
     for run_dir in df.loc[df["status"] == "ok", "run_dir"] if undeclared else ():
         try:
@@ -156,10 +159,11 @@ def sweep_metric_kinds(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
 
 
 def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
-    """A metric over trials, with the interval its kind calls for (:func:`sweep_metric_kinds`)."""
+    """A metric over trials, with the interval its kind calls for (:func:`sweep_metric_kinds`;
+    by exact name or by pattern, :func:`~simcore.analysis.metric_kinds.kind_of`)."""
     values = [None if v is None or v != v else (float(v) if isinstance(v, (bool, np.bool_)) else v)
               for v in column.tolist()]
-    return stats.describe(values, kind=kinds.get(str(column.name)[len(METRIC_PREFIX):]))
+    return stats.describe(values, kind=kind_of(kinds, str(column.name)[len(METRIC_PREFIX):]))
 
 
 def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
@@ -217,7 +221,9 @@ def quality_of(df: pd.DataFrame) -> dict[str, dict[str, int]]:
 def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str],
                        kinds: Mapping[str, Kind] | None = None) -> list[dict[str, Any]]:
     """Compare each condition with the first one, within every cell, on matched trials
-    (each metric tested as its kind in ``kinds`` calls for; default: the declared ones).
+    (each metric tested as its kind in ``kinds`` calls for; default: the declared ones),
+    and test whether the two conditions' replies could be read equally often
+    (``readability``, :mod:`simcore.analysis.readability`).
 
     Only trials whose every compared condition finished "ok" are used, so the two
     lists stay paired by trial seed.
@@ -225,7 +231,6 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
     if plan.conditions is None:
         return []
     labels = plan.condition_labels
-    calibrated = calibrated_pairs(plan)
     out = []
     for cell, sub in df.groupby("cell", sort=False):
         ok = sub[sub["status"] == "ok"]
@@ -245,11 +250,19 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 # A comparison of nothing: the scenario's own one raised (an IndexError) on empty arms.
                 entry["method"] = "scenario" if plan.scenario.compare is not None else "generic"
                 entry["not_compared"] = "no trial finished ok in both conditions"
-            elif plan.scenario.compare is not None:
+                out.append(entry)
+                continue
+            try:
+                res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
+                res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
+            except Exception as exc:  # noqa: BLE001 - a damaged run must not lose the sweep
+                res_a = res_b = None
+                read_error = f"{type(exc).__name__}: {exc}"
+            if plan.scenario.compare is not None:
                 entry["method"] = "scenario"
                 try:
-                    res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
-                    res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
+                    if res_a is None or res_b is None:
+                        raise RuntimeError(read_error)
                     entry["result"] = plan.scenario.compare(res_a, res_b)
                 except Exception as exc:  # noqa: BLE001 - a failing statistic must not lose the sweep
                     entry["error"] = f"{type(exc).__name__}: {exc}"
@@ -259,25 +272,25 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                     a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}"),
                     kinds=plan.scenario.declared_kinds() if kinds is None else kinds,
                 )
-            if k in calibrated and "result" in entry:
-                annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]))
+            if res_a is not None and res_b is not None:
+                entry["readability"] = readability.one([readability.arm_of(r) for r in res_a],
+                                                       [readability.arm_of(r) for r in res_b], paired=True)
+            arms = condition_arms(plan, k)
+            if arms is not None and "result" in entry:
+                annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]), arms=arms)
             out.append(entry)
     return out
 
 
-def calibrated_pairs(plan: SweepPlan) -> set[int]:
-    """The conditions (by index) whose comparison with the first is the scenario's calibrated one.
-
-    Calibration measured the scenario's counterfactual (arm A against arm B), so its
-    marks belong to a sweep comparison only when the condition axis is that field and
-    the pair is those two values (in either order).
-    """
+def condition_arms(plan: SweepPlan, k: int) -> tuple[Any, Any] | None:
+    """The values of the scenario's counterfactual field that condition k and the first
+    condition stand for, where the condition axis is that field (None otherwise): then
+    the calibration's marks apply to their comparison (:func:`simcore.runs.marks.annotate`)."""
     cf = plan.scenario.counterfactual
     if plan.conditions is None or cf is None or plan.conditions[0] != cf[0]:
-        return set()
+        return None
     values = plan.conditions[1]
-    arms = [cf[1], cf[2]]
-    return {k for k in range(1, len(values)) if sorted([values[0], values[k]], key=repr) == sorted(arms, key=repr)}
+    return values[0], values[k]
 
 
 def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: int,
@@ -293,13 +306,15 @@ def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: 
 
 
 def summary_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFrame:
-    """The long summary table: one row per cell, condition and metric."""
+    """The long summary table: one row per cell, condition and metric (float noise as 0,
+    :mod:`simcore.analysis.resolution`)."""
     rows = []
     for g in summary["groups"]:
         for metric, d in g["metrics"].items():
+            unit = stats.group_scale(d)
             rows.append({
-                "cell": g["cell"], **g["params"], "condition": g["condition"], "metric": metric,
-                "n": d["n"], "mean": d["mean"], "std": d["std"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                "cell": g["cell"], **g["params"], "condition": g["condition"], "metric": metric, "n": d["n"],
+                **{k: at_resolution(d[k], unit) for k in ("mean", "std", "ci_low", "ci_high")},
             })
     cols = ["cell", *(n for n, _ in plan.grid), "condition", "metric", "n", "mean", "std", "ci_low", "ci_high"]
     return pd.DataFrame(rows, columns=cols)
@@ -312,8 +327,10 @@ def comparison_frame(plan: SweepPlan, summary: Mapping[str, Any]) -> pd.DataFram
         if c["method"] != "generic" or "result" not in c:
             continue
         for metric, r in c["result"].items():
+            unit = stats.row_scale(r)
+            figures = {k: at_resolution(r.get(k), unit) for k in FIGURES}
             rows.append({"cell": c["cell"], **c["params"], "a": c["a"], "b": c["b"], "metric": metric,
-                         "n_pairs": c["n_pairs"], **r})
+                         "n_pairs": c["n_pairs"], **r, **figures})
     return pd.DataFrame(rows)
 
 
@@ -460,10 +477,6 @@ def _headline(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _num(x: Any, spec: str = ".3g") -> str:
-    return "n/a" if x is None else format(x, spec)
-
-
 def _cell_name(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "all trials"
 
@@ -480,13 +493,20 @@ def _means_table(plan: SweepPlan, summary: Mapping[str, Any]) -> list[str]:
     for cell in cells:
         row = [g for g in groups if g["cell"] == cell]
         heads = [("trials" if g["condition"] == NO_CONDITION else g["condition"]) + f" (n={g['n']})" for g in row]
-        texts = [[f"{_num(d['mean'])} [{_num(d['ci_low'])}, {_num(d['ci_high'])}]"
-                  if d["mean"] is not None else "n/a" for d in (g["metrics"][m] for m in metrics)] for g in row]
+        texts = [[_mean_text(d) for d in (g["metrics"][m] for m in metrics)] for g in row]
         cols = [max(len(h), *(len(t) for t in col)) + 2 for h, col in zip(heads, texts)]
         lines.append(f"{_cell_name(row[0]['params']):<{width}}" + "".join(f"{h:<{w}}" for h, w in zip(heads, cols)))
         for i, metric in enumerate(metrics):
             lines.append(f"  {metric:<{width - 2}}" + "".join(f"{col[i]:<{w}}" for col, w in zip(texts, cols)))
     return [line.rstrip() for line in lines]
+
+
+def _mean_text(d: Mapping[str, Any]) -> str:
+    """``mean [CI low, CI high]`` of one group's metric, float noise shown as 0."""
+    if d["mean"] is None:
+        return "n/a"
+    unit = stats.group_scale(d)
+    return f"{figure(d['mean'], scale=unit)} [{figure(d['ci_low'], scale=unit)}, {figure(d['ci_high'], scale=unit)}]"
 
 
 def comparison_entries(comparison: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
@@ -501,7 +521,8 @@ def comparison_entries(comparison: Mapping[str, Any]) -> tuple[dict[str, Mapping
 
 def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
     """Each comparison, one row per metric: the difference a - b, its interval (at the
-    family's level), the test and its raw p, the adjusted p and the decision."""
+    level of the Holm step that decided it), the test and its raw p, the adjusted p and
+    the decision; then whether the conditions' replies could be read equally often."""
     lines: list[str] = []
     for c in summary["comparisons"]:
         head = f"{_cell_name(c['params'])}: {c['a']} - {c['b']} ({c['n_pairs']} pairs by trial seed)"
@@ -515,25 +536,27 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
         width = max(len(m) for m in entries) + 2
         tests = {m: d.get("test") or "-" for m, d in entries.items()}
         tw = max(len(t) for t in tests.values()) + 2
+        intervals = {m: stats.interval_text(d) for m, d in entries.items()}
+        iw = max(20, *(len(t) + 2 for t in intervals.values()))
+        vary = stats.levels_vary(list(entries.values()))
         level = stats.level_text(list(entries.values()))
         lines += ["", head + (f"; {level}" if level else ""),
-                  f"  {'metric':<{width}}{'a - b':>9}  {'interval':<20}{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
+                  f"  {'metric':<{width}}{'a - b':>9}  {'interval':<{iw}}" + (f"{'level':>8}  " if vary else "")
+                  + f"{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
         rule = None
         for metric, d in entries.items():
             rule = rule or d.get("decided_by")
-            notes = []
-            left_out = (d.get("n_undefined_a") or 0) + (d.get("n_undefined_b") or 0)
-            if left_out:
-                notes.append(f"{left_out} trials without readable data left out")
-            if (d.get("calibration") or {}).get("confounded"):
-                notes.append("CONFOUNDED UNDER THE NULL")
+            notes = stats.row_notes(d)
             lines.append(
-                f"  {metric:<{width}}{_num(d.get('delta_mean'), '+.3g'):>9}  {stats.interval_text(d):<20}"
-                f"{tests[metric]:<{tw}}{_num(d.get('p_value'), '.2g'):>8}{_num(stats.decision_p(d), '.2g'):>8}  "
+                f"  {metric:<{width}}{figure(d.get('delta_mean'), '+.3g', stats.row_scale(d)):>9}  "
+                f"{intervals[metric]:<{iw}}"
+                + (f"{stats.percent(d['ci_level']) if d.get('ci_level') else '':>8}  " if vary else "")
+                + f"{tests[metric]:<{tw}}{figure(d.get('p_value'), '.2g'):>8}{figure(stats.decision_p(d), '.2g'):>8}  "
                 f"{stats.verdict(d)}" + (f" ({'; '.join(notes)})" if notes else "")
             )
         if rule:
             lines.append(f"  decided by: {rule}")
+        lines += readability.readability_lines(c.get("readability"), c["a"], c["b"])
         if interpretation:
             lines.append(f"  {interpretation}")
     return [line.rstrip() for line in lines]
@@ -558,11 +581,31 @@ def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
         if "error" in c or "not_compared" in c:
             lines.append(f"  failed: {c['error']}" if "error" in c else f"  not compared: {c['not_compared']}")
         else:
-            lines += [f"  {k}: {v}" for k, v in _flatten(c["result"])]
+            lines += [f"  {k}: {v}" for k, v in _flatten(_at_resolution(c["result"]))]
     lines += format_failures(summary)
     if summary.get("parse_quality"):
         lines += [""] + quality.summary_lines(summary["parse_quality"])
     return "\n".join(lines)
+
+
+def _at_resolution(value: Any) -> Any:
+    """A comparison's result with every figure of a compared metric or a group at its
+    resolution (float noise as 0): a metric's entry has ``delta_mean``, a group's ``ci_low``."""
+    if isinstance(value, Mapping):
+        out = {k: _at_resolution(v) for k, v in value.items()}
+        if "delta_mean" in value:
+            unit = stats.row_scale(value)
+            out.update({k: at_resolution(value[k], unit) for k in FIGURES if k in value})
+        elif "ci_low" in value and "mean" in value:
+            unit = stats.group_scale(value)
+            out.update({k: at_resolution(value[k], unit) for k in ("mean", "std", "min", "max", "ci_low", "ci_high")
+                        if k in value})
+        return out
+    return value
+
+
+#: The figures of a compared metric that are values of the metric (or differences of them).
+FIGURES = ("mean_a", "mean_b", "delta_mean", "ci_low", "ci_high")
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:

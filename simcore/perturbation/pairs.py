@@ -24,6 +24,7 @@ from backends.middleware import Ledger
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
 from backends.session import RunBackend, TrialBackend
+from simcore.analysis import readability
 from simcore.analysis.divergence import (
     classify_manifestation,
     comparable_signatures,
@@ -323,6 +324,8 @@ def pair_metrics(
     point = perturbation.point
     reuse = perturbed.results.get("prefix_reuse", {})
     paid = paid_usage(perturbed.world.usage, reuse)
+    read_b, read_p = readability.arm_of(baseline.results), readability.arm_of(perturbed.results)
+    slots = readability.discordant(read_p, read_b)  # None where the two runs asked different questions
     return {
         "perturbation": perturbation.describe(),
         "seed": baseline.seed,
@@ -348,6 +351,14 @@ def pair_metrics(
         "reused_calls": reuse.get("reused_calls"),
         "live_calls": reuse.get("live_calls"),
         "paid_cost_usd": usage_cost(paid, price_table(perturbed.backend))["cost_usd"],
+        # How many replies each run could read, and, where they asked the same questions,
+        # the slots unreadable in one run only (simcore.analysis.readability).
+        "replies_baseline": read_b.replies,
+        "unreadable_baseline": read_b.unreadable,
+        "replies_perturbed": read_p.replies,
+        "unreadable_perturbed": read_p.unreadable,
+        "unreadable_only_perturbed": None if slots is None else slots[0],
+        "unreadable_only_baseline": None if slots is None else slots[1],
         "alignment": d["alignment"],
     }
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from backends.registry import BackendSpec
 from simcore.analysis import plots as figures
-from simcore.analysis import stats
+from simcore.analysis import readability, stats
 from simcore.analysis.divergence import CATEGORIES, GROUPS, manifestation_group
 from simcore.analysis.metric_kinds import score
 from simcore.base.files import OBJECT, read_jsonl, read_manifest, read_record, read_run
@@ -95,7 +95,28 @@ class PerturbationResults:
         failed = int((self.pairs["baseline_status"] != "ok").sum())
         if failed:
             out.append(f"{failed} pairs have a failed baseline; they are left out of the summary")
+        for p, record in self.readability().items():
+            if record.get("mark"):
+                out.append(f"{p!r}: perturbed and baseline runs {record['mark'].removeprefix('arms ')} "
+                           f"({record['test']}, {record['unit']}): figures that need those replies compare "
+                           "different replies")
         return out
+
+    def readability(self) -> dict[str, dict[str, Any]]:
+        """Per perturbation: whether the perturbed runs' replies could be read as often as
+        their baselines' (arm A perturbed, B baseline; :mod:`simcore.analysis.readability`),
+        Holm across the perturbations. Empty for a study recorded before pairs counted replies."""
+        if "replies_perturbed" not in self.pairs.columns:
+            return {}
+        records = {}
+        for p in self.perturbations:
+            sub = self.pairs[(self.pairs["perturbation"] == p) & (self.pairs["baseline_status"] == "ok")]
+            pairs = [None if _num(a) is None or _num(b) is None else (int(a), int(b))
+                     for a, b in zip(sub["unreadable_only_perturbed"], sub["unreadable_only_baseline"])]
+            records[p] = readability.from_counts(
+                (int(sub["replies_perturbed"].sum()), int(sub["unreadable_perturbed"].sum())),
+                (int(sub["replies_baseline"].sum()), int(sub["unreadable_baseline"].sum())), pairs)
+        return readability.decide(records, family="perturbations")
 
     def summary(self) -> pd.DataFrame:
         """One row per perturbation (pairs with a failed baseline left out).
@@ -107,9 +128,13 @@ class PerturbationResults:
         token_overhead (mean over pairs with usage, else "unavailable"),
         token_overhead_n, n_within_noise_floor (None when the floor is unknown),
         live_calls and reused_calls (prefix reuse), then one ``n_<category>``
-        column per manifestation category and one ``group_<group>`` per group.
+        column per manifestation category and one ``group_<group>`` per group, then
+        the readability of the perturbed runs against their baselines (:meth:`readability`):
+        ``unreadable_share_perturbed``, ``unreadable_share_baseline``, ``readability_test``,
+        ``readability_p_adjusted`` and ``readability_mark`` (None where they do not differ).
         ``attrs["warnings"]`` holds :meth:`warnings`.
         """
+        reading = self.readability()
         rows = []
         for p in self.perturbations:
             sub = self.pairs[(self.pairs["perturbation"] == p) & (self.pairs["baseline_status"] == "ok")]
@@ -144,6 +169,11 @@ class PerturbationResults:
                 row[f"n_{c}"] = int(counts.get(c, 0))
             for g in GROUP_ORDER:
                 row[f"group_{g}"] = int(sum(counts.get(c, 0) for c in CATEGORIES if GROUPS[c] == g))
+            if p in reading:
+                r = reading[p]
+                row.update(unreadable_share_perturbed=r["share_a"], unreadable_share_baseline=r["share_b"],
+                           readability_test=r["test"], readability_p_adjusted=r["p_adjusted"],
+                           readability_mark=r["mark"])
             rows.append(row)
         df = pd.DataFrame(rows)
         df.attrs["warnings"] = self.warnings()

@@ -16,10 +16,18 @@ attempt (a re-ask supersedes the reply it re-asks):
 
 ``replies`` is the number of turns. A kind with more than :data:`WARN_SHARE` of its
 turns unreadable gets a warning in the run's summary.
+
+Each turn is also a **reply slot**: its kind, agent and structural fields (round,
+phase, vignette, ...; a re-ask's ``reask`` left out, as the re-ask is the same turn),
+numbered when they repeat. :meth:`ParseQuality.slots` records the run's slots (a
+digest of all of them) and those left unreadable, which is how two runs of a shared
+seed are paired reply by reply when their arms are compared
+(:mod:`simcore.analysis.readability`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Iterable, Mapping
 
 from simcore.replies.reading import HOWS, UNREADABLE, Reading
@@ -31,13 +39,29 @@ COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "low
 class ParseQuality:
     """Running counts per reply kind (see the module docstring)."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "_turns", "_latest", "_unreadable")
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
+        self._turns: dict[str, int] = {}  # slot -> turns so far with it
+        self._latest: dict[str, str] = {}  # slot -> its latest turn's key
+        self._unreadable: set[str] = set()
 
-    def record(self, kind: str, reading: Reading, earlier: tuple[Reading, ...] = ()) -> None:
-        """Count a reading; ``earlier`` are the turn's previous attempts, oldest first."""
+    def record(self, kind: str, reading: Reading, earlier: tuple[Reading, ...] = (), slot: str | None = None) -> None:
+        """Count a reading; ``earlier`` are the turn's previous attempts, oldest first;
+        ``slot`` names the turn's agent and structural fields (see the module docstring)."""
+        if slot is not None:
+            base = f"{kind}|{slot}"
+            if earlier:  # a re-ask: the same turn as its slot's latest
+                key = self._latest.get(base, f"{base}#0")
+            else:
+                n = self._turns.get(base, 0)
+                self._turns[base] = n + 1
+                key = self._latest[base] = f"{base}#{n}"
+            if reading.how == UNREADABLE:
+                self._unreadable.add(key)
+            else:
+                self._unreadable.discard(key)
         c = self.counts.get(kind)
         if c is None:
             c = self.counts[kind] = dict.fromkeys(COUNTS, 0)
@@ -66,6 +90,13 @@ class ParseQuality:
     def to_dict(self) -> dict[str, dict[str, int]]:
         """Plain counts, kinds sorted."""
         return {k: dict(self.counts[k]) for k in sorted(self.counts)}
+
+    def slots(self) -> dict[str, Any]:
+        """The run's reply slots: how many (``turns``), a ``digest`` of all of them (equal
+        digests: the same slots), and the ``unreadable`` ones, sorted."""
+        keys = sorted(f"{base}#{i}" for base, n in self._turns.items() for i in range(n))
+        digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+        return {"turns": len(keys), "digest": digest, "unreadable": sorted(self._unreadable)}
 
 
 def warnings(quality: Mapping[str, Mapping[str, int]], share: float = WARN_SHARE) -> list[str]:

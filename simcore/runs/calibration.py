@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 from backends.base import canonical_json
 from backends.registry import BackendSpec
 from simcore.analysis import stats
+from simcore.analysis.metric_kinds import Kind
 from simcore.analysis.plots import save_figure
 from simcore.base.config import Config, ConfigError
 from simcore.base.records import (
@@ -110,15 +111,16 @@ async def one_monte_carlo(scenario: Scenario, config: Config, seed: int, n_trial
     effects = scenario.null.effects if scenario.null else ()
     trials = await asyncio.gather(*(run_trial_async(scenario, config, s, spec) for s in seeds))
     rows = [t.results.get("metrics", {}) for t in trials if t.status == "ok"]
-    return effect_tests(rows, effects, alpha, seed=seed)
+    return effect_tests(rows, effects, alpha, seed=seed, kinds=scenario.declared_kinds())
 
 
 def effect_tests(rows: Sequence[Mapping[str, Any]], effects: Sequence[str], alpha: float,
-                 seed: int = 0) -> dict[str, dict[str, Any]]:
+                 seed: int = 0, kinds: Mapping[str, Kind] | None = None) -> dict[str, dict[str, Any]]:
     """Each effect tested against 0 (the sign-flip test, as for paired differences),
-    Holm-adjusted across the effects; an effect that is 0 in every trial is not tested."""
+    Holm-adjusted across the effects; an effect that is 0 in every trial is not tested.
+    ``kinds``: the scenario's declarations, looked up as everywhere (by name or pattern)."""
     zero = [{m: 0.0 if r.get(m) is not None else None for m in effects} for r in rows]
-    diff = stats.compare_metrics(rows, zero, list(effects), paired_samples=True, seed=seed, alpha=alpha)
+    diff = stats.compare_metrics(rows, zero, list(effects), paired_samples=True, seed=seed, alpha=alpha, kinds=kinds)
     return {m: {"significant": called(d), "delta": d["delta_mean"], "p": d["p_adjusted"]} for m, d in diff.items()}
 
 

@@ -16,8 +16,10 @@ and its trials sit inside it, so that ``<out>/<scenario>/`` keeps one entry per 
   directory (``summary.json`` names the folder, ``trials_dir``; :func:`trial_dir`
   finds a trial, in groups written before it too, whose trials sit beside the group);
 - ``summary.json``: ids, seeds, per-arm aggregates of every scalar metric, and
-  the comparison (the scenario's ``compare`` hook, or a generic one); written
-  last, so a group without it is one that was interrupted (its finished trials stay);
+  the comparison (the scenario's ``compare`` hook, or a generic one) with its
+  ``readability`` (:mod:`simcore.analysis.readability`: whether the arms' replies
+  could be read equally often); written last, so a group without it is one that
+  was interrupted (its finished trials stay);
 - ``trials.csv``: one row per trial (arm, seed, run id, status, every scalar metric);
 - in ``summary.json``, ``backend``: the shared backend's totals (requests,
   attempts, retries, tokens, cost per provider), which are the sums of the
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from backends.registry import BackendSpec
-from simcore.analysis import stats
+from simcore.analysis import readability, stats
 from simcore.analysis.basis import shares
 from simcore.analysis.metric_kinds import Kind
 from simcore.analysis.plots import (
@@ -277,7 +279,9 @@ def write_summary(
     ok = [i for i in range(len(seeds)) if all(trials[arm][i][0].status == "ok" for arm in ARMS)]
     res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
     comparison = compare_arms(scenario, res["A"], res["B"]) if ok else {"difference_summary": {}}
-
+    if ok:  # the arms share their seeds, so their runs pair reply by reply where they asked the same
+        comparison["readability"] = readability.one([readability.arm_of(r) for r in res["A"]],
+                                                    [readability.arm_of(r) for r in res["B"]], paired=True)
     annotate(scenario, comparison.get("difference_summary", {}))
     summary: dict[str, Any] = {
         "mode": mode,

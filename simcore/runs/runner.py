@@ -215,6 +215,7 @@ async def _run_built(
         "error": error,
         **results,
         "parse_quality": world.parse_quality.to_dict(),
+        "reply_slots": world.parse_quality.slots(),
         "usage": world.usage,
         **usage_cost(world.usage, price_table(spec)),
         "n_events": len(world.trace),

@@ -19,6 +19,7 @@ I/O and draws no randomness: the backend does the former, named streams
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from typing import (
     TYPE_CHECKING,
@@ -560,7 +561,7 @@ class World(mesa.Model):
                                  instruction=call.instruction, given=call.request.messages,
                                  known=None if prev is None else prev.reading)
             earlier = () if prev is None else tuple(a.reading for a in (*prev.attempts, prev))
-            self.parse_quality.record(reply_kind(call.schema), reading, earlier)
+            self.parse_quality.record(reply_kind(call.schema), reading, earlier, _slot(call))
         delay = max(0.0, float(self.duration(call.agent, res)))
         if self.intervention is not None:
             delay = max(0.0, float(self.intervention.delay(call, delay)))
@@ -605,3 +606,9 @@ async def run_worlds(worlds: Sequence[World]) -> None:
     real backend waits for one round-trip per step, not one per trial.
     """
     await asyncio.gather(*(w.run_async() for w in worlds))
+
+
+def _slot(call: LLMCall) -> str:
+    """A turn's agent and structural fields (a re-ask's number left out: it is the same turn)."""
+    fields = {k: v for k, v in call.fields.items() if k != "reask"}
+    return f"{call.agent.name}|{json.dumps(fields, sort_keys=True, default=str, separators=(',', ':'))}"

@@ -41,6 +41,9 @@ from simcore.analysis.divergence import (
     comparison_order,
     control_flow,
 )
+from simcore.analysis.readability import readability_lines
+from simcore.analysis.resolution import at_resolution
+from simcore.analysis.stats import interval_text, level_text, levels_vary, percent
 from simcore.base.files import (
     DamagedFile,
     read_comparison,
@@ -56,6 +59,7 @@ from simcore.sim.trace import TraceEvent
 from simcore.view import timeline
 from simcore.view.catalog import Catalog, SweepLayout, arm_label, kind_of, ledger_rows
 from simcore.view.compare import Pair, event_text, pair_of, text_differences
+from simcore.view.figures import entry_scale, resolved_metrics
 from simcore.view.paths import BadId, guard, inside, resolve_id, split_id
 from simcore.view.tracefile import open_trace
 
@@ -79,6 +83,13 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("simcore.view", "templates"),
                       autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
+    # A record's figure at its resolution (float noise as 0): ``d.delta_mean|fig(d)``.
+    env.filters["fig"] = lambda v, entry, digits=3: _num(at_resolution(v, entry_scale(entry or {})), digits)
+    env.filters["interval"] = lambda entry: interval_text(entry, "+.3g")
+    env.filters["percent"] = lambda v: percent(v) if isinstance(v, float) else ""
+    env.globals["level_text"] = level_text
+    env.globals["levels_vary"] = levels_vary
+    env.globals["readability_lines"] = lambda record, a, b: readability_lines(record, a, b, indent="")
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
     # An ISO time in UTC as "2026-11-26 10:33:41" (the column says UTC), which wraps at the space only.
@@ -100,6 +111,7 @@ def _num(v: Any, digits: int = 3) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, float):
+        v += 0.0  # never a negative zero
         return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.2e}"
     return str(v)
 
@@ -165,7 +177,10 @@ def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dic
         ctx["damage"].append(str(exc))
         return ctx
     try:
-        ctx["results"] = read_results(path, manifest)
+        results = ctx["results"] = read_results(path, manifest)
+        # Shown at their resolution (float noise as 0); results.json itself is shown exact.
+        ctx["metrics"] = resolved_metrics(results.get("scenario") or manifest.get("scenario"),
+                                          results.get("metrics") or {})
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
     if (path / "timings.json").exists():
@@ -443,7 +458,8 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
         run_id = None
         if run_dir and inside(root, path / run_dir) and (path / run_dir / "manifest.json").is_file():
             run_id = (path / run_dir).relative_to(root).as_posix()
-        ctx["rows"].append({**row, "cell": cell, "condition": cond,
+        ctx["rows"].append({**row, "metrics": resolved_metrics((definition or {}).get("scenario"), row.get("metrics") or {}),
+                            "cell": cell, "condition": cond,
                             "trial": trial, "params": {k: json.dumps(v) for k, v in params.items()},
                             "run": run_id})
     # A trial of a later condition is compared with the same cell's and trial's first condition (same seed).

@@ -45,6 +45,7 @@ from simcore.base.files import (
 )
 from simcore.replies.quality import merge, unreadable_share
 from simcore.runs.counterfactual import trial_dir
+from simcore.view.figures import resolved_metrics
 from simcore.view.paths import MAX_DEPTH, SEGMENT, BadId, entry_id, guard, resolve_id
 
 MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",
@@ -251,7 +252,7 @@ def _run(path: Path, entry: Entry) -> None:
     entry.status = results["status"]
     entry.cost_usd = results.get("cost_usd")
     entry.parse = _parse_cell(results.get("parse_quality"))
-    entry.metrics = key_metrics(results.get("metrics") or {})
+    entry.metrics = key_metrics(resolved_metrics(entry.scenario, results.get("metrics") or {}))
 
 
 def _group(path: Path, entry: Entry) -> None:
