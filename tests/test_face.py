@@ -173,6 +173,10 @@ def test_comparison_rows_come_from_one_adapter_and_a_missing_interval_is_nan():
     assert list(table.columns[:2]) == ["cell", "metric"] and len(table) == 1
     assert pd.isna(table.loc[0, "ci_low"]) and table["ci_low"].dtype == float
     assert list(comparison_table([]).columns) == ["metric", *COMPARISON_COLUMNS]
+    # Where the design cannot reach the level, no interval shows, and the row says why.
+    why = "4 pairs cannot reach 99.17% (8 pairs can)"
+    row = comparison_row("m", {**record, "ci_low": -4.0, "ci_high": 4.0, "no_interval": why})
+    assert row["ci_low"] is None and row["ci_high"] is None and row["no_interval"] == why
 
 
 def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work_and_a_sweep_resumes(tmp_path):

@@ -42,8 +42,8 @@ COMPARISON_COLUMNS = {
     "mean_a": lambda d: d.get("mean_a"),
     "mean_b": lambda d: d.get("mean_b"),
     "difference": lambda d: d.get("delta_mean"),
-    "ci_low": lambda d: d.get("ci_low"),  # absent (NaN) where no interval is shown
-    "ci_high": lambda d: d.get("ci_high"),
+    "ci_low": lambda d: d.get("ci_low") if not d.get("no_interval") else None,  # NaN where no interval is shown
+    "ci_high": lambda d: d.get("ci_high") if not d.get("no_interval") else None,
     "p_value": lambda d: d.get("p_value"),
     "p_adjusted": lambda d: d.get("p_adjusted"),
     "significant": lambda d: d.get("significant"),
@@ -51,8 +51,10 @@ COMPARISON_COLUMNS = {
     "family": lambda d: d.get("family"),
     "decision": verdict,
     "confounded": lambda d: bool((d.get("calibration") or {}).get("confounded")),
+    "ci_level": lambda d: d.get("ci_level"),  # the level of the Holm step that decided the row
+    "no_interval": lambda d: d.get("no_interval"),  # why no interval can inform ("4 pairs cannot reach ...")
 }
-NUMERIC = ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "p_value", "p_adjusted")
+NUMERIC = ("mean_a", "mean_b", "difference", "ci_low", "ci_high", "ci_level", "p_value", "p_adjusted")
 
 
 def comparison_row(metric: str, record: Mapping[str, Any]) -> dict[str, Any]:
