@@ -54,7 +54,7 @@ _FACE = {
     "BackendConfigError": "backends.errors",
     "DamagedFile": "backends.errors",
 }
-#: The kernel's names that simcore 4 exported here; kept for one release with a DeprecationWarning.
+#: The kernel's names that simcore 4 exported here (Scenario API 4.0); kept until 5 with a DeprecationWarning.
 _MOVED = {
     "LLMAgent": "simcore.sim.agents",
     "LLMCall": "simcore.sim.kernel",
@@ -70,7 +70,7 @@ def __getattr__(name: str) -> Any:
     if name in _FACE:
         value = getattr(importlib.import_module(_FACE[name]), name)
     elif name in _MOVED:
-        warnings.warn(f"simcore.{name} is deprecated and goes in simcore 5: import it from "
+        warnings.warn(f"simcore.{name} is deprecated since simcore 4.1 and goes in simcore 5: import it from "
                       f"{_MOVED[name]} (scenario authors: simcore.api)", DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(_MOVED[name]), name)
     else:

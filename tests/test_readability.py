@@ -17,7 +17,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from backends.base import LLMRequest, LLMResponse, Usage
 from backends.stub import sample_schema
-from simcore import LLMAgent, World
+from simcore.api import LLMAgent, World
 from simcore.base.config import Config, param
 from simcore.replies.schema import choice, text
 from simcore.runs.scenario import Scenario
