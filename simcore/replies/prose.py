@@ -299,14 +299,12 @@ class Said:
             history, a noun).
         counts: Whether its clause may state an answer (no question, condition or hedge).
         aimed: The agents, rounds or games it is aimed at ("agent d", "round 2").
-        loud: Written in capitals, as prompts ask for answers.
     """
 
     value: Any
     form: str
     counts: bool
     aimed: frozenset[str] = frozenset()
-    loud: bool = False
 
     @property
     def voiced(self) -> bool:
@@ -315,8 +313,7 @@ class Said:
         return self.form != "mention"
 
 
-def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoken: bool = False,
-         loud: bool = False) -> Said:
+def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoken: bool = False) -> Said:
     """How ``clause`` gives ``value``, found at ``clause.text[at:end]`` (see :class:`Said`).
 
     Who acts is read in the sentence up to the answer, so that a subject carries over
@@ -352,7 +349,7 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         named = [m.group(0).lower().replace("_", " ") for m in _WHO.finditer(sentence, 0, offset + at)]
         aimed |= set(named[-1:])
     aimed |= {m.group(0).lower() for m in _WHEN.finditer(sentence)}
-    return Said(value, form, clause.counts, frozenset(aimed), loud)
+    return Said(value, form, clause.counts, frozenset(aimed))
 
 
 def _antecedent(text: str, at: int) -> bool:

@@ -198,11 +198,11 @@ class Choice(Kind):
 
     A value must be one action ("defect", "**COOPERATE**", or its initial "C"),
     else it is read as prose. Prose is read by the actions' own words (base form
-    or "-ing"; the noun only when negated or standing alone), in the clauses that
-    may state the speaker's move (:mod:`simcore.replies.prose`); mentions in capitals (as
-    the prompt asks) count first. Between two actions a negated one means the
-    other ("I won't defect": COOPERATE). A reading holds only when exactly one
-    action survives.
+    or "-ing"; the noun only when negated or standing alone), each with whose
+    move it is (:func:`simcore.replies.prose.said`); between two actions a negated
+    one means the other ("I won't defect": COOPERATE). A reading holds only where
+    the speaker commits to exactly one action and voices no other anywhere
+    (:func:`simcore.replies.prose.weigh`).
     """
 
     options: tuple[str, ...] = ()
@@ -272,7 +272,7 @@ class Choice(Kind):
                         if not binary:
                             continue
                         value = next(x for x in self.options if x != o)
-                    one = prose.said(clause, value, m.start(), m.end(), is_bare, spoken, m.group(0).isupper())
+                    one = prose.said(clause, value, m.start(), m.end(), is_bare, spoken)
                     alone = re.fullmatch(rf"(?:{ing}|{noun})(?: it is| again| for me| from me| now)?", bare, re.I)
                     # A noun describes ("mutual cooperation pays"), and so does an "-ing" form that is not
                     # what someone is doing ("Cooperating got me exploited"; "I'm defecting" is a move).
