@@ -166,3 +166,45 @@ def echoes_json(block: str, given: Sequence[Any]) -> bool:
                 mine = compact(block[:size])
             i = g.find("{", i + 1)
     return False
+
+
+# A heading of the prompt: a line that opens with a name and a colon ("Your strategy:", "Payoffs
+# per game (you, opponent): ...", "Games so far this round (anonymized):").
+_HEADING = re.compile(r"^[ \t>#*_\-]*(?:\d{1,2}[.)][ \t]+)?(?:\*\*|__)?([A-Za-z][^:\n*]{1,60}?)(?:\*\*|__)?[ \t]*:", re.M)
+
+
+def _heading_key(label: str) -> str:
+    return " ".join(_WORD.findall(label.lower()))
+
+
+def prompt_headings(given: Sequence[Any]) -> dict[str, frozenset[tuple[str, ...]]]:
+    """The headings of the last message the model was given, but its last line (the line a reply
+    completes, "Decision (COOPERATE/DEFECT):"): each with its lines there, as words."""
+    texts = given_texts(given)
+    if not texts:
+        return {}
+    lines = [line for line in texts[-1].split("\n") if line.strip()][:-1]
+    out: dict[str, set[tuple[str, ...]]] = {}
+    for line in lines:
+        m = _HEADING.match(line)
+        if m:
+            out.setdefault(_heading_key(m.group(1)), set()).add(tuple(_WORD.findall(line.lower())))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def rewrites_prompt(text: str, given: Sequence[Any], answers: Iterable[str] = ()) -> bool:
+    """Whether a reply writes the prompt's own sections again, changed: two of its headings or more at
+    the start of lines, one at least over other content than the prompt's ("Payoffs per game ...:"
+    with payoffs of its own), as a model does that continues its prompt instead of answering it.
+    What it writes under them is an invented prompt, not its answer. A heading copied with its line
+    unchanged is an echo (set aside), and ``answers``, the schema's labels, are the reply's to write."""
+    headings = prompt_headings(given)
+    own = set(answers)
+    found: dict[str, bool] = {}  # heading -> whether its line here differs from the prompt's
+    for line in text.split("\n"):
+        m = _HEADING.match(line)
+        key = _heading_key(m.group(1)) if m else None
+        if key in headings and key not in own:
+            changed = tuple(_WORD.findall(line.lower())) not in headings[key]
+            found[key] = found.get(key, False) or changed
+    return len(found) >= 2 and any(found.values())

@@ -222,6 +222,7 @@ _CONCLUSION = re.compile(
 # The people a clause can name as the one who acts: the speaker, the one addressed, someone else.
 _ACTOR = re.compile(
     r"\b(?:(?P<me>i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|we've|our|ours|us|let's)|"
+    r"(?P<pair>you both|you two|you all|both of you|all of you)|"  # the agent and others together
     r"(?P<you>you|you're|you'll|you'd|you've|your|yours|yourself)|"
     r"(?P<other>they|they're|they'll|they'd|they've|their|theirs|them|themselves|he|she|his|her|hers|him|himself|"
     r"herself|opponents?|partners?|others|players|participants|members|panelists|everyone|everybody|people|"
@@ -269,7 +270,8 @@ FORMS = ("own", "bare", "impersonal", "other", "mention")
 
 
 def actor(text: str, at: int, end: int | None = None) -> str | None:
-    """Who does what ``text`` says at ``at``: "me" (the speaker), "you", "other", or None (no one named).
+    """Who does what ``text`` says at ``at``: "me" (the speaker), "you", "other" (someone else, or "you
+    both": a pair), or None (no one named).
 
     The nearest person named before it acts ("I think Player A should defect": Player
     A; "my opponent will defect": the opponent; "I will cooperate with B and defect with
@@ -279,7 +281,7 @@ def actor(text: str, at: int, end: int | None = None) -> str | None:
     who = None
     for m in _ACTOR.finditer(text, 0, at):
         if not _OBJECT.search(text, 0, m.start()):  # ("cooperate with Agent C": Agent C does not act)
-            who = m.lastgroup
+            who = "other" if m.lastgroup == "pair" else m.lastgroup
     if who is None and any(m.lastgroup == "me" for m in _ACTOR.finditer(text, at, len(text) if end is None else end)):
         return "me"
     return who

@@ -38,6 +38,7 @@ from simcore.replies.echo import (
     echoes_json,
     given_texts,
     repeated_share,
+    rewrites_prompt,
     set_aside,
 )
 from simcore.replies.schema import (
@@ -191,6 +192,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
         return Reading(None, UNREADABLE, truncated, ("invents a conversation instead of answering",))
+    if rest.strip() and given and rewrites_prompt(text, given, rp.names):
+        return Reading(None, UNREADABLE, truncated, ("writes its prompt's sections again instead of answering",))
     own = [i for i, o in enumerate(objects) if _keyed(o, rp.names)]
     blocks = {id(objects[i]): text[spans[i][0] : spans[i][1]] for i in own} if len(spans) == len(objects) else {}
     keyed = [objects[i] for i in own]
@@ -330,6 +333,7 @@ def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed
     if isinstance(raw, str) and (
         (_PLACEHOLDER.match(raw) and not (isinstance(f.kind, Choice) and raw.strip().strip("\"").upper() in f.kind.options))
         or prose.echoes(raw, instruction)
+        or (isinstance(f.kind, Text) and _restates_example(raw, instruction, f.aliases))
     ):
         problems.append(f"{raw[:60]!r} repeats the instructions instead of answering")
         return
@@ -338,6 +342,32 @@ def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed
         found.append((rank, value))
     else:
         problems.append(err)
+
+
+def _restates_example(value: str, instruction: str, aliases: tuple[str, ...]) -> bool:
+    """Whether a text value is the instruction's JSON example for its field again: it opens with three
+    words of the example's value in a row, or seven in ten of its words are the example's
+    ("At most three sentences." of "a concise strategy for your subagent, at most three sentences")."""
+    example = _example_values(instruction).get(next((a for a in aliases if a in _example_values(instruction)), ""))
+    if not example:
+        return False
+    words = prose.words_of(value.lower())
+    given = prose.words_of(example.lower())
+    if not words:
+        return False
+    opening = " ".join(words[:3])
+    runs = {" ".join(given[i : i + 3]) for i in range(len(given) - 2)}
+    return (len(words) >= 3 and opening in runs) or sum(w in set(given) for w in words) >= 0.7 * len(words)
+
+
+@lru_cache(maxsize=256)
+def _example_values(instruction: str) -> dict[str, str]:
+    """The text values a JSON example in the instruction gives its keys, by normalised key."""
+    # Cached: the calls of one turn answer the same instruction.
+    return {norm(k): v for k, v in _EXAMPLE_PAIR.findall(instruction)}
+
+
+_EXAMPLE_PAIR = re.compile(r'"([^"\n]{1,40})"\s*:\s*"([^"\n]{1,300})"')
 
 
 def _first_text(fields: tuple[FieldPlan, ...]) -> FieldPlan | None:
