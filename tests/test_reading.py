@@ -417,3 +417,37 @@ def test_an_option_described_or_chosen_by_another_is_no_vote():
     # Another option chosen anywhere, in a condition too: no one vote.
     assert not read_reply("I vote for C. If the ethics board is slow, I would choose A.", Vote,
                           allowed=allowed).readable
+
+
+def test_a_reply_that_writes_its_prompts_sections_again_is_an_invented_prompt():
+    # SmolLM2, held out until it was misread as COOPERATE (seed 103): the prompt's sections written
+    # again with payoffs and powers of its own, and a JSON "answer" inside that invented prompt.
+    reply = ('Your strategy:\n{"reasoning": "You analyze a concise strategy.", "strategy": "You choose to cooperate or '
+             'defect."}\n\nPayoffs per game (you, opponent): both cooperate 3, 3; you cooperate and they defect 0, 5; '
+             'you defect and they cooperate 5, 1; you defect and they defect 2, 4.\n\nCurrent game with your opponent:\n'
+             '{\n  "action": "COOPERATE",\n  "strategy": {\n    "targeted goal(s) are (2): DEFECT')
+    r = read_reply(reply, _decision_reply(), finish_reason="length", given=_decision_request())
+    assert not r.readable and "sections" in r.errors[0]
+    # A heading copied with its line unchanged is an echo, and an answer beside it stands.
+    reply = "Your strategy:\nCooperate first, then copy the opponent's last move.\nCurrent opponent: Agent B\nI defect."
+    assert read_reply(reply, _decision_reply(), given=_decision_request()).value.action == "DEFECT"
+
+
+def test_you_both_are_a_pair_not_the_agent():
+    # SmolLM2 (seed 104): "you both must cooperate" recommends to both players, not to the agent alone.
+    assert not read_reply("You both must cooperate.", _decision_reply()).readable
+    assert read_reply("You must cooperate.", _decision_reply()).value.action == "COOPERATE"
+
+
+def test_a_text_that_restates_the_json_examples_value_is_no_answer():
+    # SmolLM2 (seeds 103, 104): the strategy field given the example's placeholder again, cut short or reworded.
+    from scenarios.acausal_cooperation.prompts import StrategyReply
+
+    instruction = ('Reply with JSON: {"reasoning": "your analysis", "strategy": "a concise strategy for your subagent, '
+                   'at most three sentences"}')
+    for value in ("At most three sentences.", "A concise strategy for your subagent; no more than three sentences.",
+                  "a concise strategy for your subagent's own power"):
+        reply = json.dumps({"reasoning": "Your analysis.", "strategy": value})
+        assert not read_reply(reply, StrategyReply, instruction=instruction).readable, value
+    reply = json.dumps({"strategy": "Cooperate with your subagent's opponents at most three times, then defect."})
+    assert read_reply(reply, StrategyReply, instruction=instruction).readable
