@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from simcore.replies.reading import (
     json_objects,
+    parse_object,
     partial_object,
     read_reply,
     reask_prompt,
@@ -451,3 +452,26 @@ def test_a_text_that_restates_the_json_examples_value_is_no_answer():
         assert not read_reply(reply, StrategyReply, instruction=instruction).readable, value
     reply = json.dumps({"strategy": "Cooperate with your subagent's opponents at most three times, then defect."})
     assert read_reply(reply, StrategyReply, instruction=instruction).readable
+
+
+def test_a_text_copied_whole_from_another_agents_message_is_not_its_own():
+    # Qwen2.5, veil turn (seed 101, held out until then): the public message was Agent_2's, word for word.
+    from backends.base import Message
+    from scenarios.veil_of_ignorance.experiment import Turn
+
+    theirs = ("The group will limit the gap between the highest and lowest income to $10,000, ensuring everyone "
+              "has access to their maximum level of income without any constraints.")
+    given = (Message("system", "You are Agent_1 on a panel."), Message("user", f"Discussion so far:\nAgent_2: {theirs}"))
+    reply = json.dumps({"message": theirs, "principle": 3, "constraint_amount": 10000})
+    r = read_reply(reply, Turn, given=given)
+    assert not r.readable and r.fields.get("message") is None and r.fields.get("principle") == "3"
+    # Quoting the discussion inside a message of its own is the agent's own text.
+    reply = json.dumps({"message": f"I agree with Agent_2 that a floor matters; {theirs[:40]}.", "principle": 3,
+                        "constraint_amount": 10000})
+    assert read_reply(reply, Turn, given=given).readable
+
+
+def test_two_strings_with_no_comma_between_them_are_broken_json_not_one_string():
+    # Qwen2.5, an initial answer (seed 101): Python would join the list's strings; JSON is broken there.
+    assert parse_object('{"answer": "Hold off", "confidence": 0.7, "key_points": ["a b," "c d"]}') is None
+    assert parse_object("{'answer': 'Hold off', 'confidence': 0.7}") == {"answer": "Hold off", "confidence": 0.7}

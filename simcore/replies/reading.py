@@ -222,10 +222,10 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         for obj in by_norm:
             for raw in _lookup(obj, f):
                 raws.append(raw)
-                _add(found, problems, 0, f, raw, allowed, instruction)
+                _add(found, problems, 0, f, raw, allowed, instruction, given)
         for raw in labels[f.name] if isinstance(labels.get(f.name), Twice) else [labels.get(f.name)] * (f.name in labels):
             raws.append(raw)
-            _add(found, problems, 1, f, raw, allowed, instruction)
+            _add(found, problems, 1, f, raw, allowed, instruction, given)
         if not found and not problems and broken and not earlier:
             problems.append("its JSON breaks off before this field is complete and valid" if truncated
                             else "its JSON does not parse")
@@ -326,14 +326,14 @@ _PLACEHOLDER = re.compile(
 
 
 def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed: Mapping[str, Any],
-         instruction: str = "") -> None:
+         instruction: str = "", given: Sequence[Any] = ()) -> None:
     if isinstance(raw, dict) or (isinstance(raw, list) and not isinstance(f.kind, TextList)):
         problems.append(f"{raw!r:.60} is {'an object' if isinstance(raw, dict) else 'a list'}, not one value")
         return
     if isinstance(raw, str) and (
         (_PLACEHOLDER.match(raw) and not (isinstance(f.kind, Choice) and raw.strip().strip("\"").upper() in f.kind.options))
         or prose.echoes(raw, instruction)
-        or (isinstance(f.kind, Text) and _restates_example(raw, instruction, f.aliases))
+        or (isinstance(f.kind, Text) and (_restates_example(raw, instruction, f.aliases) or _copied(raw, given)))
     ):
         problems.append(f"{raw[:60]!r} repeats the instructions instead of answering")
         return
@@ -342,6 +342,12 @@ def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed
         found.append((rank, value))
     else:
         problems.append(err)
+
+
+def _copied(value: str, given: Sequence[Any]) -> bool:
+    """Whether a text value of six words or more is, whole, a copy of what the model was given (another
+    agent's message word for word): a value may quote the discussion, but it is then no text of its own."""
+    return bool(given) and len(prose.words_of(value)) >= 6 and repeated_share(value, given_texts(given)) >= 0.9
 
 
 def _restates_example(value: str, instruction: str, aliases: tuple[str, ...]) -> bool:
@@ -432,11 +438,18 @@ def parse_object(block: str) -> dict[str, Any] | None:
         except (json.JSONDecodeError, ValueError, RecursionError):
             continue
         return value if isinstance(value, dict) else None
+    python = block.translate(_SMART)
+    if _JOINED.search(python):
+        return None  # two strings with no comma between them: a broken list, not one string Python would join
     try:
-        value = ast.literal_eval(block.translate(_SMART))
+        value = ast.literal_eval(python)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+# A string literal closed and another opened with only white space between them.
+_JOINED = re.compile(r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')\s+["']""")
 
 
 def _repair(block: str) -> str:
