@@ -94,17 +94,19 @@ def same(a: Any, b: Any) -> bool:
 
 
 def settle(a: Path, b: Path, settled: Path | None) -> dict[str, tuple[Any, str]]:
-    """Every id's label and note: the two labellers' where they agree, the settled one where not."""
+    """Every id's label and note: the two labellers' where they agree, the settled one where they
+    differ, or where a settled line overrules both (a change of the standard, with its reason)."""
     la, lb = load_labels(a), load_labels(b)
     fixed = load_labels(settled) if settled else {}
     out = {}
     for rid, x in la.items():
         y = lb[rid]
-        if same(x["label"], y["label"]):
-            out[rid] = (x["label"], x.get("note") or y.get("note"))
-        elif rid in fixed:
-            out[rid] = (fixed[rid]["label"], f"labellers differed (A: {json.dumps(x['label'])}, {x.get('note')}; "
+        if rid in fixed:
+            how = "differed" if not same(x["label"], y["label"]) else "agreed"
+            out[rid] = (fixed[rid]["label"], f"labellers {how} (A: {json.dumps(x['label'])}, {x.get('note')}; "
                                              f"B: {json.dumps(y['label'])}, {y.get('note')}); settled: {fixed[rid]['why']}")
+        elif same(x["label"], y["label"]):
+            out[rid] = (x["label"], x.get("note") or y.get("note"))
         else:
             raise SystemExit(f"{rid}: the labellers differ and no settled label is given")
     return out
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("prefix")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path, nargs="?", help="a second labeller's file (held-out replies have two)")
-    c.add_argument("--settled", type=Path, help="labels settled where the two differ: {id, label, why} lines")
+    c.add_argument("--settled", type=Path, help="settled labels, {id, label, why} lines: where the two differ, or overruling both")
     c.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     if args.step == "tasks":

@@ -454,24 +454,39 @@ def test_a_text_that_restates_the_json_examples_value_is_no_answer():
     assert read_reply(reply, StrategyReply, instruction=instruction).readable
 
 
-def test_a_text_copied_whole_from_another_agents_message_is_not_its_own():
-    # Qwen2.5, veil turn (seed 101, held out until then): the public message was Agent_2's, word for word.
+def test_a_text_copied_from_another_agents_message_is_adopted_not_unread():
+    # Qwen2.5, veil turn (seed 101): the message was Agent_2's, word for word. Adopting another's words is
+    # behaviour the experiments measure (conformity), so the copy is the agent's message; only a copy of
+    # the instruction or its JSON example is no answer.
     from backends.base import Message
     from scenarios.veil_of_ignorance.experiment import Turn
 
     theirs = ("The group will limit the gap between the highest and lowest income to $10,000, ensuring everyone "
               "has access to their maximum level of income without any constraints.")
     given = (Message("system", "You are Agent_1 on a panel."), Message("user", f"Discussion so far:\nAgent_2: {theirs}"))
-    reply = json.dumps({"message": theirs, "principle": 3, "constraint_amount": 10000})
-    r = read_reply(reply, Turn, given=given)
-    assert not r.readable and r.fields.get("message") is None and r.fields.get("principle") == "3"
-    # Quoting the discussion inside a message of its own is the agent's own text.
-    reply = json.dumps({"message": f"I agree with Agent_2 that a floor matters; {theirs[:40]}.", "principle": 3,
-                        "constraint_amount": 10000})
-    assert read_reply(reply, Turn, given=given).readable
+    r = read_reply(json.dumps({"message": theirs, "principle": 3, "constraint_amount": 10000}), Turn, given=given)
+    assert r.readable and r.fields.get("message") == theirs and r.fields.get("principle") == "3"
 
 
 def test_two_strings_with_no_comma_between_them_are_broken_json_not_one_string():
     # Qwen2.5, an initial answer (seed 101): Python would join the list's strings; JSON is broken there.
     assert parse_object('{"answer": "Hold off", "confidence": 0.7, "key_points": ["a b," "c d"]}') is None
     assert parse_object("{'answer': 'Hold off', 'confidence': 0.7}") == {"answer": "Hold off", "confidence": 0.7}
+
+
+def test_a_labelled_answer_stands_only_where_its_reasoning_could_stand_for_it():
+    # Gemma 3, a cut ballot (seed 101, held out until then): a label after a reasoning that calls two options
+    # right commits to neither. The reasoning is held to prose's own rules: torn, or another answer voiced.
+    from scenarios.llm_auction.experiment import Ballot
+
+    allowed = {"option": {"A": "Ask the patient what she wants to know.", "B": "Honour the family's request.",
+                          "C": "Tell the patient the full diagnosis at once."}}
+    torn = "Options A and B are both correct; the family's wish matters.\nAnswer: A"
+    assert read_reply(torn, Ballot, allowed=allowed).errors == ("option: the reasoning says it cannot choose",)
+    voiced = "I considered A, but honestly the panel should adopt option C.\nAnswer: A"
+    assert "also puts C" in read_reply(voiced, Ballot, allowed=allowed).errors[0]
+    reply = json.dumps({"reasoning": "I think we should go with C here.", "option": "A"})
+    assert "also puts C" in read_reply(reply, Ballot, allowed=allowed).errors[0]
+    # A reasoning that only weighs the options leaves the answer standing.
+    weighed = "Option C is too blunt and option B ignores the patient.\nAnswer: A"
+    assert read_reply(weighed, Ballot, allowed=allowed).fields["option"] == "A"

@@ -82,6 +82,7 @@ _HEDGE = re.compile(
 _TORN = re.compile(
     r"\b(?:just as good|equally (?:good|valid|strong)|hard to (?:choose|say|decide|tell)|can't decide|"
     r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:sides|options|are)|no preference|"
+    r"(?:are|is) (?:both|all|each|equally) (?:correct|right|valid|good|fine|acceptable|reasonable|justified)|"
     r"not sure|I don't know|undecided)\b",
     re.I,
 )
@@ -451,7 +452,8 @@ def bare(text: str, answer: re.Pattern) -> bool:
 
 
 def torn(text: str) -> bool:
-    """Whether the reply says it cannot choose ("hard to say", "just as good", "not sure")."""
+    """Whether the reply says it cannot choose ("hard to say", "just as good", "not sure"), or that
+    several answers are right ("A and B are both correct")."""
     return bool(_TORN.search(text))
 
 

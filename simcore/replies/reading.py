@@ -222,10 +222,10 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         for obj in by_norm:
             for raw in _lookup(obj, f):
                 raws.append(raw)
-                _add(found, problems, 0, f, raw, allowed, instruction, given)
+                _add(found, problems, 0, f, raw, allowed, instruction)
         for raw in labels[f.name] if isinstance(labels.get(f.name), Twice) else [labels.get(f.name)] * (f.name in labels):
             raws.append(raw)
-            _add(found, problems, 1, f, raw, allowed, instruction, given)
+            _add(found, problems, 1, f, raw, allowed, instruction)
         if not found and not problems and broken and not earlier:
             problems.append("its JSON breaks off before this field is complete and valid" if truncated
                             else "its JSON does not parse")
@@ -252,9 +252,9 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             message = f"{f.name}: is empty"
         elif f.required and min(r for r, _ in found) < 2 and f.kind.prose:
             why = _reasoning(keyed, rest, fields, f)
-            said = f.kind.commits(why, allowed.get(f.name), truncated) if why else None
-            if said is not None and not f.kind.agrees(said, found[0][1]):
-                message = f"{f.name}: the reasoning says {said!r} but the answer says {found[0][1]!r}"
+            gainsaid = f.kind.against(why, found[0][1], allowed.get(f.name), truncated) if why else None
+            if gainsaid is not None:
+                message = f"{f.name}: the reasoning {gainsaid}"
         if message is None and f.kind.prose and min(r for r, _ in found) > 0 and len(prose.rounds_written(text)) > 1:
             message = f"{f.name}: writes answers for several rounds or games"
         if message is None:
@@ -326,14 +326,14 @@ _PLACEHOLDER = re.compile(
 
 
 def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed: Mapping[str, Any],
-         instruction: str = "", given: Sequence[Any] = ()) -> None:
+         instruction: str = "") -> None:
     if isinstance(raw, dict) or (isinstance(raw, list) and not isinstance(f.kind, TextList)):
         problems.append(f"{raw!r:.60} is {'an object' if isinstance(raw, dict) else 'a list'}, not one value")
         return
     if isinstance(raw, str) and (
         (_PLACEHOLDER.match(raw) and not (isinstance(f.kind, Choice) and raw.strip().strip("\"").upper() in f.kind.options))
         or prose.echoes(raw, instruction)
-        or (isinstance(f.kind, Text) and (_restates_example(raw, instruction, f.aliases) or _copied(raw, given)))
+        or (isinstance(f.kind, Text) and _restates_example(raw, instruction, f.aliases))
     ):
         problems.append(f"{raw[:60]!r} repeats the instructions instead of answering")
         return
@@ -342,12 +342,6 @@ def _add(found: list, problems: list, rank: int, f: FieldPlan, raw: Any, allowed
         found.append((rank, value))
     else:
         problems.append(err)
-
-
-def _copied(value: str, given: Sequence[Any]) -> bool:
-    """Whether a text value of six words or more is, whole, a copy of what the model was given (another
-    agent's message word for word): a value may quote the discussion, but it is then no text of its own."""
-    return bool(given) and len(prose.words_of(value)) >= 6 and repeated_share(value, given_texts(given)) >= 0.9
 
 
 def _restates_example(value: str, instruction: str, aliases: tuple[str, ...]) -> bool:

@@ -129,6 +129,14 @@ class Kind:
         """Whether two readings say the same (a reasoning may say a rating's side, not its degree)."""
         return a == b
 
+    def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
+        """Why a reasoning around a JSON or labelled answer ``value`` gainsays it, or None.
+
+        By default it gainsays the answer where it commits to exactly one other.
+        """
+        said = self.commits(text, allowed, truncated)
+        return None if said is None or self.agrees(said, value) else f"says {said!r} but the answer says {value!r}"
+
     def example(self) -> str:
         """How the field looks in a prompt's JSON example."""
         return "str"
@@ -234,6 +242,12 @@ class Choice(Kind):
         said = self._said(prose.prepare(text, truncated))
         values = {s.value for s in said if s.counts and s.form == "own"}
         return next(iter(values)) if len(values) == 1 else None
+
+    def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
+        # As in prose: a reasoning that cannot choose, another action voiced anywhere, or actions aimed
+        # at several agents or rounds.
+        full = prose.prepare(text)
+        return "says it cannot choose" if prose.torn(full) else prose.veto(value, self._said(full))[1]
 
     def _any(self) -> str:
         return _any_action(self.options)
@@ -497,6 +511,15 @@ class Option(Kind):
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         value, err = self.from_prose(text, allowed, truncated, strict=True)
         return None if err else value
+
+    def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
+        # As in prose: a reasoning that cannot choose, another option voiced anywhere (not one rejected),
+        # or options aimed at several rounds.
+        full = prose.prepare(text)
+        if prose.torn(full):
+            return "says it cannot choose"
+        every = self._said(full, self._table(allowed), False)
+        return prose.veto(value, [s for s, tier in every if tier != "rejected"])[1]
 
 
 def _lead_words(option_text: str) -> list[str]:
