@@ -388,5 +388,5 @@ def test_the_readme_set_up_commands_are_what_ci_runs():
     for constraints, names in ((readme_c, readme_extras), (ci_c, ci_extras), *PIP_INSTALL.findall(install)):
         assert (ROOT / constraints).is_file() and set(filter(None, names.split(","))) <= extras
     assert ci_c == readme_c and set(readme_extras.split(",")) <= set(ci_extras.split(","))
-    assert tests.endswith("&& python -m pytest") and "\npython -m pytest -q\n" in ci
+    assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto\n" in ci
     assert install.endswith("&& python -m scenarios.context_corrosion") and runnable("scenarios.context_corrosion")
