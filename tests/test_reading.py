@@ -490,3 +490,16 @@ def test_a_labelled_answer_stands_only_where_its_reasoning_could_stand_for_it():
     # A reasoning that only weighs the options leaves the answer standing.
     weighed = "Option C is too blunt and option B ignores the patient.\nAnswer: A"
     assert read_reply(weighed, Ballot, allowed=allowed).fields["option"] == "A"
+
+
+def test_a_nested_key_that_names_the_field_is_a_second_answer():
+    # SmolLM2, a cut decision (seed 105, held out until then): an object that gives COOPERATE at its top and,
+    # nested in an account of rounds, "action_type": "DEFECT", names two answers.
+    reply = ('{"action": "COOPERATE", "previous_rounds": [{"id": 2, "action_type": "DEFECT", "game_id": "1"}, '
+             '{"id": 3, "message": "Your')
+    assert not read_reply(reply, _decision_reply(), finish_reason="length").readable
+    same = '{"action": "COOPERATE", "previous_rounds": [{"id": 2, "action_type": "COOPERATE"}, {"id": 3'
+    assert read_reply(same, _decision_reply(), finish_reason="length").fields["action"] == "COOPERATE"
+    # At the top level a qualified key is a field of its own: the opponent's last move is no second answer.
+    flat = json.dumps({"action": "COOPERATE", "opponent_action": "DEFECT", "notes": [{"round": 1}]})
+    assert read_reply(flat, _decision_reply()).fields["action"] == "COOPERATE"

@@ -641,9 +641,10 @@ def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, ...]) -> dict[str, Any]:
-    """``by_norm`` with each fixed answer it gives joined by the same key's values anywhere in the
-    object's text ``block``, nested or cut (``{"action": "COOPERATE", "previous": [{"action":
-    "DEFECT"``): an object that names two answers for one field commits to neither."""
+    """``by_norm`` with each fixed answer it gives joined by the values of every key naming its field
+    anywhere in the object's text ``block``, nested or cut (``{"action": "COOPERATE", "previous":
+    [{"action": "DEFECT"``, or a nested ``"action_type": "DEFECT"``): an object that names two
+    answers for one field commits to neither."""
     pairs = []
     for k, v in _PAIR.findall(block):
         try:  # (a bad escape in a model's JSON is no pair, never an error)
@@ -657,11 +658,17 @@ def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, .
         top = next((a for a in f.aliases if by_norm.get(a) is not None), None)
         if top is None:
             continue
-        given = [v for k, v in pairs if k in f.aliases]
+        # Below the top level, a key that names the field among other words ("action type") gives it too.
+        given = [v for k, v in pairs if k in f.aliases or (k not in by_norm and _names(k, f.aliases))]
         if len({json.dumps(v) for v in given}) > 1:
             out = dict(out) if out is by_norm else out
             out[top] = Twice(given)
     return out
+
+
+def _names(key: str, aliases: tuple[str, ...]) -> bool:
+    """Whether a normalised key holds one of a field's names as whole words ("action type")."""
+    return any(re.search(rf"(?<![\w]){re.escape(a)}(?![\w])", key) for a in aliases)
 
 
 # A key and a plain value in JSON text (escaped quotes inside strings never start one).
