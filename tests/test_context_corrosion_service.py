@@ -346,7 +346,7 @@ async def test_a_group_summary_naming_a_foreign_path_is_a_damaged_record(server)
         "run_A_trial_ids": ["a"], "run_B_trial_ids": ["b"]}))
     status, payload = await get(s, f"{base}/experiment/cf-x")
     assert status == 500 and payload["field"] == "record", payload
-    assert "context_corrosion/cf-x/summary.json: trials_dir: must be a directory name" in payload["error"]
+    assert "context_corrosion/cf-x/summary.json: trials_dir: must be a plain directory name" in payload["error"]
 
 
 # -- a bounded queue, cancellation, shutdown ---------------------------------------------

@@ -157,7 +157,7 @@ def compare(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[st
 
     One result per arm gives the single-pair delta; lists give the Monte Carlo
     statistics, paired when both arms ran the same seeds in the same order. The
-    bootstrap is seeded from those trial seeds.
+    sign-flip patterns are seeded from those trial seeds.
     """
     seeds_a, seeds_b = [r.get("seed") for r in a], [r.get("seed") for r in b]
     rows_a, rows_b = [r["metrics"] for r in a], [r["metrics"] for r in b]

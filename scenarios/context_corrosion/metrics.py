@@ -268,7 +268,7 @@ def compare_runs(
         b: Likewise for arm B.
         paired: Lists only: trial i of A and trial i of B share a seed, so the
             tests are paired (the sign-flip test of the differences).
-        seed: Seed of the random sign patterns and bootstrap resamples.
+        seed: Seed of the random sign-flip patterns.
 
     Returns:
         ``run_A`` and ``run_B`` (per metric: ``mean``; for lists also std, min,
@@ -277,7 +277,7 @@ def compare_runs(
         :func:`simcore.analysis.compare_metrics` (the ``test``, its raw ``p_value``,
         ``p_adjusted`` across the ``family`` of compared metrics, the decision
         ``significant`` and its rule ``decided_by``, the interval at the
-        family's level) and the original experiment's fields: ``t_statistic``
+        level of the Holm step that decided it) and the original experiment's fields: ``t_statistic``
         (the t of the test when it is a t-test, else None) and
         ``significant_p05`` (the raw p below 0.05: unadjusted, not the
         decision); then ``statistical_mode`` (the seed's name for a multi-trial

@@ -85,6 +85,7 @@ from simcore.api import (
     read_run,
     run_arms_async,
     run_trial_async,
+    trial_dir,
     write_run,
 )
 
@@ -204,8 +205,8 @@ def group_view(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
             "experiment_id": gid,
             "seed": summary.get("seed"),
             "task_id": cfg.get("task"),
-            "run_A": run_view(trial_path(root / gid, summary, summary["run_A_trial_ids"][0])),
-            "run_B": run_view(trial_path(root / gid, summary, summary["run_B_trial_ids"][0])),
+            "run_A": run_view(trial_dir(root / gid, summary, summary["run_A_trial_ids"][0])),
+            "run_B": run_view(trial_dir(root / gid, summary, summary["run_B_trial_ids"][0])),
             "counterfactual_comparison": summary.get("counterfactual_comparison"),
             "failed_trials": summary.get("failed_trials", []),
         }
@@ -237,15 +238,6 @@ SUMMARY_SCHEMA = {
 }
 
 
-def trial_path(group_dir: Path, summary: Mapping[str, Any], run_id: str) -> Path:
-    """A group's trial: inside the group, in the folder its summary names (``trials_dir``), or
-    beside the group where it names none (groups written before the trials moved inside)."""
-    sub = summary.get("trials_dir")
-    if sub is not None and not _name(sub):
-        raise DamagedFile(group_dir / "summary.json", f"trials_dir: must be a directory name, got {sub!r}")
-    return group_dir / sub / run_id if sub is not None else group_dir.parent / run_id
-
-
 def experiment_dir(root: Path, experiment_id: str) -> Path:
     """Where a run, a group, or a group's trial is (or would be): a trial of group G is
     ``G-A<i>`` / ``G-B<i>``, found inside G once G's summary is written.
@@ -258,7 +250,7 @@ def experiment_dir(root: Path, experiment_id: str) -> Path:
     if not d.exists() and (group / "summary.json").is_file():
         summary = read_record(group / "summary.json", SUMMARY_SCHEMA)
         if experiment_id in summary["run_A_trial_ids"] + summary["run_B_trial_ids"]:
-            return trial_path(group, summary, experiment_id)
+            return trial_dir(group, summary, experiment_id)
     return d
 
 

@@ -197,15 +197,14 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
         styles[m] = by_style(r, v) if n else {}
     # The question is which mechanisms differ on which metric, so every metric of
     # every pair of mechanisms is one family: one Holm adjustment across all of them,
-    # one adjusted p per row, and intervals at the family's level.
+    # one adjusted p per row, and each interval at the level of the Holm step that decided its row.
     pairs = list(itertools.combinations(c.mechanisms, 2))
-    pending, sizes, paired = {}, {}, {}
+    pending, paired = {}, {}
     for a, b in pairs:
         ok = paired[a, b] = [
             (ra, rb) for ra, rb in zip(c.results[a], c.results[b])
             if ra["status"] == "ok" and rb["status"] == "ok"
         ]
-        sizes[a, b] = len(ok)
         for key in COMPARED:
             pending[a, b, key] = compare_one(
                 [x["metrics"].get(key) for x, _ in ok], [y["metrics"].get(key) for _, y in ok],
@@ -219,7 +218,7 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
         (a, b): compare_readability([arm_of(x) for x, _ in ok], [arm_of(y) for _, y in ok], paired=True)
         for (a, b), ok in paired.items()
     }, family="mechanism pairs", alpha=ALPHA)
-    out = [{"a": a, "b": b, "n_pairs": sizes[a, b], **{key: rows[a, b, key] for key in COMPARED},
+    out = [{"a": a, "b": b, "n_pairs": len(paired[a, b]), **{key: rows[a, b, key] for key in COMPARED},
             "readability": reading[a, b]} for a, b in pairs]
     for p in out:  # the calibration's marks: on every pair that involves the confounded mechanism
         annotate(scenario, p, arms=(p["a"], p["b"]))

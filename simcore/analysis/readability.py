@@ -88,7 +88,7 @@ def compare(a: Sequence[Arm], b: Sequence[Arm], *, paired: bool) -> dict[str, An
 
 
 def from_counts(arm_a: tuple[int, int], arm_b: tuple[int, int],
-         pairs: Sequence[tuple[int, int] | None] | None = None) -> dict[str, Any]:
+                pairs: Sequence[tuple[int, int] | None] | None = None) -> dict[str, Any]:
     """The readability test from counts: each arm's (replies, unreadable), and for paired
     arms each pair of runs' :func:`discordant` slots.
 

@@ -1005,7 +1005,7 @@ def compare_metrics(
     ``p_value`` (or ``not_tested`` with the reason), ``p_adjusted`` (Holm across the
     tested metrics, the ``family``), the decision ``significant`` (adjusted p below
     ``alpha``) with its rule ``decided_by``, and the interval of the difference at
-    the family's Bonferroni level (``ci_low``, ``ci_high``, ``ci_level``,
+    the level of the Holm step that decided its row (``ci_low``, ``ci_high``, ``ci_level``,
     ``ci_method``). Every sentence, flag and plot of a comparison follows
     ``significant``.
 
@@ -1014,7 +1014,7 @@ def compare_metrics(
         b_rows: Arm B, likewise; same length and order when paired.
         names: The metrics to compare (the family).
         paired_samples: Whether rows are paired by position (trials sharing a seed).
-        seed: Seed of the random sign patterns and bootstrap resamples.
+        seed: Seed of the random sign-flip patterns.
         alpha: Significance level.
         kinds: Each metric's kind (exact names or globs, as ``Scenario.kinds``);
             a metric without one is inferred from its values.

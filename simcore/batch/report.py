@@ -297,7 +297,7 @@ def generic_compare(a: pd.DataFrame, b: pd.DataFrame, metrics: list[str], seed: 
                     kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per metric, :func:`simcore.analysis.stats.compare_metrics` on pairs matched by trial seed:
     means, the difference a - b, the test its kind calls for, one Holm family across
-    the metrics, the decision and the interval at the family's level."""
+    the metrics, the decision and the interval at the level of the Holm step that decided it."""
     names = [m[len(METRIC_PREFIX):] for m in metrics]
     rows_a = a[metrics].set_axis(names, axis=1).astype(object).where(a[metrics].notna().values, None)
     rows_b = b[metrics].set_axis(names, axis=1).astype(object).where(b[metrics].notna().values, None)

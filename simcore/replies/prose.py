@@ -266,10 +266,6 @@ def rounds_written(text: str) -> set[str]:
     return set(_ROUND_HEAD.findall(text))
 
 
-#: The forms an answer takes in prose (see :class:`Said`).
-FORMS = ("own", "bare", "impersonal", "other", "mention")
-
-
 def actor(text: str, at: int, end: int | None = None) -> str | None:
     """Who does what ``text`` says at ``at``: "me" (the speaker), "you", "other" (someone else, or "you
     both": a pair), or None (no one named).

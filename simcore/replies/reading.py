@@ -348,16 +348,15 @@ def _restates_example(value: str, instruction: str, aliases: tuple[str, ...]) ->
     """Whether a text value is the instruction's JSON example for its field again: it opens with three
     words of the example's value in a row, or seven in ten of its words are the example's
     ("At most three sentences." of "a concise strategy for your subagent, at most three sentences")."""
-    example = _example_values(instruction).get(next((a for a in aliases if a in _example_values(instruction)), ""))
-    if not example:
-        return False
+    examples = _example_values(instruction)
+    example = next((examples[a] for a in aliases if a in examples), "")
     words = prose.words_of(value.lower())
-    given = prose.words_of(example.lower())
-    if not words:
+    if not example or not words:
         return False
-    opening = " ".join(words[:3])
+    given = prose.words_of(example.lower())
     runs = {" ".join(given[i : i + 3]) for i in range(len(given) - 2)}
-    return (len(words) >= 3 and opening in runs) or sum(w in set(given) for w in words) >= 0.7 * len(words)
+    vocabulary = set(given)
+    return (len(words) >= 3 and " ".join(words[:3]) in runs) or sum(w in vocabulary for w in words) >= 0.7 * len(words)
 
 
 @lru_cache(maxsize=256)

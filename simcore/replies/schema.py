@@ -238,11 +238,6 @@ class Choice(Kind):
         stem = base[:-1] if base.endswith("e") else base
         return re.escape(base), rf"{re.escape(stem)}ing", rf"{re.escape(stem)}ion"
 
-    def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
-        said = self._said(prose.prepare(text, truncated))
-        values = {s.value for s in said if s.counts and s.form == "own"}
-        return next(iter(values)) if len(values) == 1 else None
-
     def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
         # As in prose: a reasoning that cannot choose, another action voiced anywhere, or actions aimed
         # at several agents or rounds.
@@ -421,8 +416,7 @@ class Option(Kind):
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, self._key_re(self._table(allowed)), keys=True)
 
-    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
-                   strict: bool = False) -> Result:
+    def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
         table = self._table(allowed)
         full = prose.prepare(text)
         if prose.torn(full):
@@ -434,8 +428,8 @@ class Option(Kind):
         def committed(tier: str) -> set[str]:
             return {s.value for s, t in head if t == tier and s.counts and s.form in ("own", "bare")} - rejected
 
-        value, err = _tiers(committed("strong"), *(() if strict else (committed("weak"),)), what="option")
-        if err is not None and not strict:
+        value, err = _tiers(committed("strong"), committed("weak"), what="option")
+        if err is not None:
             # A recommendation naming no one ("the best option is B"), in a reply that names no other option.
             named = {s.value for s, _ in every}
             impersonal = {s.value for s, t in head if s.counts and s.form == "impersonal"} - rejected
@@ -507,10 +501,6 @@ class Option(Kind):
             if others:
                 out += [(prose.Said(k, "mention", True), "rejected") for k in others | {key}]
         return out
-
-    def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
-        value, err = self.from_prose(text, allowed, truncated, strict=True)
-        return None if err else value
 
     def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
         # As in prose: a reasoning that cannot choose, another option voiced anywhere (not one rejected),
