@@ -252,6 +252,7 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 entry["not_compared"] = "no trial finished ok in both conditions"
                 out.append(entry)
                 continue
+            res_a = res_b = read_error = None
             try:
                 res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
                 res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
@@ -260,12 +261,13 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 read_error = f"{type(exc).__name__}: {exc}"
             if plan.scenario.compare is not None:
                 entry["method"] = "scenario"
-                try:
-                    if res_a is None or res_b is None:
-                        raise RuntimeError(read_error)
-                    entry["result"] = plan.scenario.compare(res_a, res_b)
-                except Exception as exc:  # noqa: BLE001 - a failing statistic must not lose the sweep
-                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                if read_error is not None:
+                    entry["error"] = read_error
+                else:
+                    try:
+                        entry["result"] = plan.scenario.compare(res_a, res_b)
+                    except Exception as exc:  # noqa: BLE001 - a failing statistic must not lose the sweep
+                        entry["error"] = f"{type(exc).__name__}: {exc}"
             else:
                 entry["method"] = "generic"
                 entry["result"] = generic_compare(
