@@ -432,6 +432,16 @@ def test_a_reply_that_writes_its_prompts_sections_again_is_an_invented_prompt():
     # A heading copied with its line unchanged is an echo, and an answer beside it stands.
     reply = "Your strategy:\nCooperate first, then copy the opponent's last move.\nCurrent opponent: Agent B\nI defect."
     assert read_reply(reply, _decision_reply(), given=_decision_request()).value.action == "DEFECT"
+    # Numbered points are the reply's own reasoning, even where the strategy quoted in the prompt used
+    # the same words (Qwen2.5, seed 107): no invented prompt.
+    from backends.base import Message
+
+    strategy = "1. **Model Composition**: we are copies.\n2. **Strategy Analysis**: cooperate when they did.\n"
+    given = (Message("user", f"Your strategy:\n{strategy}\nGame history so far:\n(none yet)\n\n"
+                             "Current opponent: Agent D\n\nDecision (COOPERATE/DEFECT):"),)
+    reply = ("I would choose to cooperate with Agent D.\n\n1. **Model Composition**: the others are my copies, so they"
+             " reason as I do.\n2. **Strategy Analysis**: mutual cooperation pays 3 each.")
+    assert read_reply(reply, _decision_reply(), given=given).value.action == "COOPERATE"
 
 
 def test_you_both_are_a_pair_not_the_agent():

@@ -170,7 +170,8 @@ def echoes_json(block: str, given: Sequence[Any]) -> bool:
 
 # A heading of the prompt: a line that opens with a name and a colon ("Your strategy:", "Payoffs
 # per game (you, opponent): ...", "Games so far this round (anonymized):").
-_HEADING = re.compile(r"^[ \t>#*_\-]*(?:\d{1,2}[.)][ \t]+)?(?:\*\*|__)?([A-Za-z][^:\n*]{1,60}?)(?:\*\*|__)?[ \t]*:", re.M)
+# (A numbered item, "1. **Model composition**:", is a point of the text's own reasoning, not a section.)
+_HEADING = re.compile(r"^[ \t>#*_\-]*(?:\*\*|__)?([A-Za-z][^:\n*]{1,60}?)(?:\*\*|__)?[ \t]*:", re.M)
 
 
 def _heading_key(label: str) -> str:
