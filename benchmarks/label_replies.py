@@ -30,7 +30,8 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus.real import LABELLED  # noqa: E402  (field names only)
+from simcore.replies.schema import Option  # noqa: E402
+from tests.corpus.real import LABELLED, key, plan_of  # noqa: E402
 
 SCALE = "1-4: strongly disagree=1, disagree=2, agree=3, strongly agree=4"
 
@@ -93,6 +94,18 @@ def same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+def canonical(rec: dict[str, Any], label: dict[str, Any]) -> dict[str, Any]:
+    """``label`` with option keys as the text the reader gives them (a labeller's 3 is "3")."""
+    options = {f.name for f in plan_of(rec) if isinstance(f.kind, Option)}
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, dict) and "ambiguous" in v:
+            return {"ambiguous": [fix(c) for c in v["ambiguous"]]}
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    return {name: fix(v) if name in options else v for name, v in label.items()}
+
+
 def settle(a: Path, b: Path, settled: Path | None) -> dict[str, tuple[Any, str]]:
     """Every id's label and note: the two labellers' where they agree, the settled one where they
     differ, or where a settled line overrules both (a change of the standard, with its reason)."""
@@ -148,15 +161,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         labels = (settle(args.a, args.b, args.settled) if args.b
                   else {rid: (d["label"], d.get("note")) for rid, d in load_labels(args.a).items()})
-        lines = []
+        lines, seen = [], {}
         for n, rec in enumerate(records(args.src)):
             rid = f"{args.prefix}-{n:04d}"
-            if rid in labels:
-                rec["id"] = rid
-                rec["label"], rec["note"] = labels[rid]
-                lines.append(json.dumps(rec, ensure_ascii=False))
+            if rid not in labels:
+                continue
+            rec["id"] = rid
+            rec["label"], rec["note"] = canonical(rec, labels[rid][0]), labels[rid][1]
+            # Two agents asked alike answer alike (identical copies): one record per request and reply.
+            k = key(rec["messages"], rec["reply"])
+            if k in seen:
+                if not same(seen[k]["label"], rec["label"]):
+                    raise SystemExit(f"{rid}: the same reply to the same request as {seen[k]['id']}, labelled otherwise")
+                continue
+            seen[k] = rec
+            lines.append(json.dumps(rec, ensure_ascii=False))
         args.out.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
-        print(f"{args.out}: {len(lines)} records", file=sys.stderr)
+        print(f"{args.out}: {len(lines)} records ({n + 1 - len(lines)} unlabelled or alike left out)", file=sys.stderr)
     return 0
 
 
