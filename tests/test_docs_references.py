@@ -373,7 +373,7 @@ def test_the_scan_sees_placeholders_paths_and_commands():
     assert resolve("simcore.sim.kernel.World") is None and resolve("simcore.sim.kernel.Nope") is not None
 
 
-PIP_INSTALL = re.compile(r'pip install (?:-q )?-c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?')
+PIP_INSTALL = re.compile(r'pip install (?:-q )?(?:--no-compile )?-c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?')
 
 
 def test_the_readme_set_up_commands_are_what_ci_runs():

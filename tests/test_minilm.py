@@ -48,6 +48,7 @@ def test_vectors_match_sentence_transformers(numpy_model, torch_model):
     assert np.min(np.sum(ours * theirs, axis=1)) > 1 - 1e-6
 
 
+@pytest.mark.slow  # (about 30 s of forward passes: the GPU path, checked on the CPU)
 def test_the_bucketed_torch_path_is_batch_independent_too(numpy_model, torch_model):
     """The GPU path, run here on the CPU: each text padded to its bucket, bit-identical in any batch."""
     alone = np.stack([embeddings._forward_torch(torch_model, [t])[0] for t in TEXTS])

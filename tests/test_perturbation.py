@@ -532,6 +532,7 @@ def test_variant_scenarios_load_and_pickle():
         load_scenario("perturbation.nope")
 
 
+@pytest.mark.slow  # (a whole sweep of studies; test_batch covers sweeps, the study tests cover perturbations)
 def test_batch_sweep_over_perturbations_and_parameters(tmp_path):
     from simcore.batch import run_sweep
 
