@@ -34,6 +34,7 @@ answer only when exactly one survives.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -381,6 +382,14 @@ def weigh(head: list[Said], full: list[Said], what: str) -> tuple[Any, str | Non
     if not values:
         return None, f"names no {what} of its own"
     return veto(next(iter(values)), full)
+
+
+def gainsays(value: Any, text: str, said: Callable[[str], list[Said]]) -> str | None:
+    """Why a reasoning ``text`` around a JSON or labelled answer ``value`` gainsays it, or None: as prose
+    is held, it cannot choose (:func:`torn`), or :func:`veto` finds another answer in what ``said``
+    reads in it."""
+    full = prepare(text)
+    return "says it cannot choose" if torn(full) else veto(value, said(full))[1]
 
 
 def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:

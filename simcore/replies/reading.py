@@ -666,8 +666,9 @@ def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, .
 
 
 def _names(key: str, aliases: tuple[str, ...]) -> bool:
-    """Whether a normalised key holds one of a field's names as whole words ("action type")."""
-    return any(re.search(rf"(?<![\w]){re.escape(a)}(?![\w])", key) for a in aliases)
+    """Whether a normalised key (words and single spaces) holds one of a field's names as whole words
+    ("action type")."""
+    return any(f" {a} " in f" {key} " for a in aliases)
 
 
 # A key and a plain value in JSON text (escaped quotes inside strings never start one).

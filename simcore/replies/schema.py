@@ -239,10 +239,7 @@ class Choice(Kind):
         return re.escape(base), rf"{re.escape(stem)}ing", rf"{re.escape(stem)}ion"
 
     def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
-        # As in prose: a reasoning that cannot choose, another action voiced anywhere, or actions aimed
-        # at several agents or rounds.
-        full = prose.prepare(text)
-        return "says it cannot choose" if prose.torn(full) else prose.veto(value, self._said(full))[1]
+        return prose.gainsays(value, text, self._said)
 
     def _any(self) -> str:
         return _any_action(self.options)
@@ -503,13 +500,9 @@ class Option(Kind):
         return out
 
     def against(self, text: str, value: Any, allowed: Any = None, truncated: bool = False) -> str | None:
-        # As in prose: a reasoning that cannot choose, another option voiced anywhere (not one rejected),
-        # or options aimed at several rounds.
-        full = prose.prepare(text)
-        if prose.torn(full):
-            return "says it cannot choose"
-        every = self._said(full, self._table(allowed), False)
-        return prose.veto(value, [s for s, tier in every if tier != "rejected"])[1]
+        table = self._table(allowed)
+        return prose.gainsays(value, text, lambda full: [s for s, tier in self._said(full, table, False)
+                                                         if tier != "rejected"])
 
 
 def _lead_words(option_text: str) -> list[str]:
