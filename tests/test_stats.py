@@ -623,3 +623,12 @@ def test_tiny_and_huge_magnitudes_give_the_figures_of_ordinary_ones(scale):
     assert out["p_value"] == pytest.approx(res.pvalue, rel=1e-9) and out["cohen_d"] == pytest.approx(cohen_d(x, y))
     lo, hi = res.confidence_interval(0.95)
     assert (out["ci_low"], out["ci_high"]) == pytest.approx((lo * scale, hi * scale), rel=1e-9)
+
+
+def test_paired_pairs_without_a_discordant_one_among_gaps_compare():
+    # Found by hypothesis: pairs (None, 0), (0, 0), (0, 0) left no discordant pair, and the exact
+    # McNemar test at a shift divided by their count.
+    row = decide({"m": compare_one([None, 0.0, 0.0], [0.0, 0.0, 0.0], proportion(), paired_samples=True, seed=5)},
+                 family="metrics")["m"]
+    assert row["p_value"] == 1.0 and row["significant"] is False
+    assert row["ci_low"] is None or row["ci_low"] <= row["delta_mean"] <= row["ci_high"]

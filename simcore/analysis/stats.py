@@ -432,6 +432,8 @@ def _mcnemar_at(both: int, only_a: int, only_b: int, neither: int) -> Callable[[
     n, m = both + only_a + only_b + neither, only_a + only_b
 
     def p_at(d0: float) -> float:
+        if m == 0:  # no discordant pair: 0 of 0 is as likely at any shift
+            return 1.0
         return _binomial_p(only_a, m, min(1.0, max(0.0, (1 + d0 * n / m) / 2)))
 
     return p_at
