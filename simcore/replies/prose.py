@@ -64,7 +64,8 @@ _THIRD = re.compile(
 )
 # A condition, or a rule over whom or when ("every participant who ...", "otherwise"): a strategy, not a move.
 _SUPPOSE = re.compile(
-    r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming|otherwise|else|"
+    r"\b(?:if|unless|when|whenever|in case|in (?:that|which|such a) case|as long as|provided that|suppose|"
+    r"supposing|assuming|otherwise|else|"
     r"until|whoever|whichever|in return|in kind|tit[- ]for[- ]tat|reciprocat\w*|retaliat\w*)\b|"
     r"\b(?:every|any|each|all|those|anyone|anybody|everyone)\b[^.;:]{0,40}?\b(?:who|that|which|whose)\b",
     re.I,
@@ -82,7 +83,8 @@ _HEDGE = re.compile(
 )
 _TORN = re.compile(
     r"\b(?:just as good|equally (?:good|valid|strong)|hard to (?:choose|say|decide|tell)|can't decide|"
-    r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:sides|options|are)|no preference|"
+    r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:options|are)|no preference|"
+    r"(?:see|weigh|consider|understand|appreciate|weighing|considering) both sides|"
     r"(?:are|is) (?:both|all|each|equally) (?:correct|right|valid|good|fine|acceptable|reasonable|justified)|"
     r"not sure|I don't know|undecided)\b",
     re.I,
@@ -94,6 +96,13 @@ _REVISION = re.compile(
     re.I,
 )
 _QUOTED = re.compile(r"\"[^\"\n]{3,}\"|\u201c[^\u201d\n]{3,}\u201d|(?<![\w])'[^'\n]{3,}'(?![\w])")
+_ONE_WORD = re.compile(r"[*_\s]*[\w-]+[.!]?[*_\s]*")
+
+
+def _unquote(m: re.Match) -> str:
+    """A quoted span as :func:`prepare` leaves it: a single word without its quotes, speech as a blank."""
+    inner = m.group(0)[1:-1]
+    return f" {inner} " if _ONE_WORD.fullmatch(inner) else " "
 _SPEAKER = re.compile(
     r"^\s*\[?(?:member|user|assistant|agent|player|panelist|participant|human|ai|moderator)[ _]?\w*\]?\s*:?\s*$"
     r"|^\s*\[(?:member|user|assistant|agent|player|panelist|participant)[^\]]*\]",
@@ -110,7 +119,15 @@ def negated(text: str, start: int, span: int = 4) -> bool:
     window = _CLAUSE.split(text[max(0, start - 80) : start])[-1]
     words = re.findall(r"[\w']+", window.lower().replace("\u2019", "'"))[-span:]
     return any(w in _NEGATORS or w.endswith("n't") for w in words) or \
-        any(w in _NEGATING_PREPOSITIONS for w in words[-2:])
+        any(w in _NEGATING_PREPOSITIONS for w in words[-2:]) or bool(_JUDGED_WRONG.search(window))
+
+
+# A move the speaker judges wrong for itself ("I would be foolish to defect", "it would be a mistake to
+# defect") is rejected, not voiced.
+_JUDGED_WRONG = re.compile(
+    r"\b(?:foolish|unwise|irrational|wrong|a mistake|a bad idea|pointless|no reason)\s+(?:for me\s+)?to\s+$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +142,9 @@ class Clause:
         lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
             a colon ("Defect: you get 5").
         sentence: The sentence it is part of.
+        rule: Whether its sentence states a rule for other rounds: a condition about another
+            time than this game ("I will defect if they defected in the previous round", "unless
+            they defected recently", or "in that case" after such a sentence).
     """
 
     text: str
@@ -132,12 +152,14 @@ class Clause:
     alone: bool
     lead: bool = False
     sentence: str = ""
+    rule: bool = False
 
 
 def prepare(text: str, truncated: bool = False) -> str:
-    """The part of a prose reply that may be read: no quotes, after the last revision; of a reply
-    cut at max_tokens, only its opening sentence (see :func:`opening`)."""
-    text = _QUOTED.sub(" ", text.replace("\u2019", "'"))
+    """The part of a prose reply that may be read: no quoted speech, after the last revision; of a reply
+    cut at max_tokens, only its opening sentence (see :func:`opening`). A single word in quotes is a
+    name, not speech: ``I would choose 'Cooperate'`` names its move, and keeps it, unquoted."""
+    text = _QUOTED.sub(_unquote, text.replace("\u2019", "'"))
     if truncated:
         text = opening(text)
     marks = list(_REVISION.finditer(text))
@@ -182,10 +204,16 @@ def clauses(text: str) -> list[Clause]:
     out = []
     # A line that ends in a colon leads in to the next ("the decision for Agent C is:" over "COOPERATE").
     text = _LEADS_IN.sub(": ", text)
+    previous = ""
     for sentence in sentences(text):
         s = sentence.strip()
         supposed = bool(_SUPPOSE.search(_FRAMING.sub(" ", s)))
         question = s.endswith("?")
+        # A rule for other rounds: a condition about another time than this game, here or in the sentence an
+        # "in that case" refers back to.
+        rule = supposed and not question and bool(
+            _OTHER_TIME.search(s) or (_BACK_REFERENCE.match(s) and _OTHER_TIME.search(previous)))
+        previous = s
         pos = 0
         parts = []
         for m in _CLAUSE.finditer(s):
@@ -207,12 +235,19 @@ def clauses(text: str) -> list[Clause]:
                 alone = whole or bool(_CONCLUDES.search(before))
             # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
             lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
-            out.append(Clause(part, counts, alone, lead, s))
+            out.append(Clause(part, counts, alone, lead, s, rule))
             head = part
     return out
 
 
 _LEADS_IN = re.compile(r":[ \t]*\n\s*(?=\S)")
+# Another time than this game: earlier or later rounds, or rounds in general.
+_OTHER_TIME = re.compile(
+    r"\b(?:previous|prior|last|next|future|later|earlier|past|recent|recently|again|from now on|going forward|"
+    r"subsequent|remaining|thereafter|afterwards?|in the long run|(?:each|every|any|later|other) (?:round|game|turn)s?)\b",
+    re.IGNORECASE,
+)
+_BACK_REFERENCE = re.compile(r"\W*(?:in (?:that|which|such a) case|if so|if not|otherwise|else)\b", re.IGNORECASE)
 # A lead-in that concludes (before a colon).
 _CONCLUSION = re.compile(
     r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
@@ -224,7 +259,9 @@ _CONCLUSION = re.compile(
 # The people a clause can name as the one who acts: the speaker, the one addressed, someone else.
 _ACTOR = re.compile(
     r"\b(?:(?P<me>i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|we've|our|ours|us|let's)|"
-    r"(?P<pair>you both|you two|you all|both of you|all of you)|"  # the agent and others together
+    # the agent and others together, or the speaker and another ("both Agent A and I", "we both"): the pair
+    r"(?P<pair>you both|you two|you all|both of you|all of you|we both|both of us|us both|"
+    r"(?:both )?(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+) and (?:i|me|myself))|"
     r"(?P<you>you|you're|you'll|you'd|you've|your|yours|yourself)|"
     r"(?P<other>they|they're|they'll|they'd|they've|their|theirs|them|themselves|he|she|his|her|hers|him|himself|"
     r"herself|opponents?|partners?|others|players|participants|members|panelists|everyone|everybody|people|"
@@ -299,12 +336,15 @@ class Said:
             history, a noun).
         counts: Whether its clause may state an answer (no question, condition or hedge).
         aimed: The agents, rounds or games it is aimed at ("agent d", "round 2").
+        rule: Whether it is said in a rule for other rounds ("I will defect if they defected in the
+            previous round"): a strategy's branch, not an answer to this question (see :class:`Clause`).
     """
 
     value: Any
     form: str
     counts: bool
     aimed: frozenset[str] = frozenset()
+    rule: bool = False
 
     @property
     def voiced(self) -> bool:
@@ -349,7 +389,7 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         named = [m.group(0).lower().replace("_", " ") for m in _WHO.finditer(sentence, 0, offset + at)]
         aimed |= set(named[-1:])
     aimed |= {m.group(0).lower() for m in _WHEN.finditer(sentence)}
-    return Said(value, form, clause.counts, frozenset(aimed))
+    return Said(value, form, clause.counts, frozenset(aimed), clause.rule)
 
 
 def _antecedent(text: str, at: int) -> bool:
@@ -386,18 +426,24 @@ def weigh(head: list[Said], full: list[Said], what: str) -> tuple[Any, str | Non
 
 def gainsays(value: Any, text: str, said: Callable[[str], list[Said]]) -> str | None:
     """Why a reasoning ``text`` around a JSON or labelled answer ``value`` gainsays it, or None: as prose
-    is held, it cannot choose (:func:`torn`), or :func:`veto` finds another answer in what ``said``
-    reads in it."""
+    is held, it commits to none (:func:`undecided`), or :func:`veto` finds another answer in what
+    ``said`` reads in it."""
     full = prepare(text)
-    return "says it cannot choose" if torn(full) else veto(value, said(full))[1]
+    return undecided(full) or veto(value, said(full))[1]
 
 
 def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:
     """``value``, unless the reply puts another answer in a first-person, directive or
-    recommending form anywhere (a condition, a question and a hedge included), or aims
-    its answers at several agents, rounds or games (a plan, a strategy or a textbook
-    example is no one answer)."""
-    others = {s.value for s in full if s.voiced} - {value}
+    recommending form anywhere (a question and a hedge included), or aims its answers at
+    several agents, rounds or games (a plan or a textbook example is no one answer).
+
+    Another answer said only in a rule for other rounds ("I will defect if they defected in
+    the previous round"; "... unless they defected recently. In that case, I will defect") is
+    what a strategy would play in other circumstances, not another answer to this question:
+    it leaves a committed ``value`` standing. A condition about this game ("If they defect, I
+    will defect too") still voices another answer, and a reply whose only commitments are
+    conditional commits to none (:func:`weigh`)."""
+    others = {s.value for s in full if s.voiced and not s.rule} - {value}
     if others:
         return None, f"also puts {', '.join(sorted(map(str, others)))} in a first-person, directive or recommending form"
     aimed = set().union(*(s.aimed for s in full if s.voiced))
@@ -409,14 +455,17 @@ def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:
 _SEP = r"\s*(?:,|/|\||;|&|\+|\bor\b|\band\b|\bvs\.?|\bversus\b|\s-\s)\s*"
 
 
-def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, int]]:
+def list_spans(text: str, answer: str, keys: bool = False,
+               which: Callable[[str], str] = str.lower) -> list[tuple[int, int]]:
     """Spans of ``text`` that list answers rather than choose one.
 
     ``answer`` is a regex for one answer (an action, an option key). A list is two
     answers or more joined by separators only ("COOPERATE or DEFECT", "DEFECT, DEFECT",
-    "A/B"), or two consecutive lines or more that each begin with an answer, different
-    ones, as an option list does ("A: Transfuse" over "B: Seek a court order"). With
-    ``keys``, a line's answer must stand as a key ("A)", "A:", "A.", "(A)", "Option A").
+    "A/B", "cooperation and defection"), or two consecutive lines or more that each begin
+    with an answer, different ones (``which`` says which answer a match is: "Cooperate"
+    over "Cooperating has been ..." names one), as an option list does ("A: Transfuse"
+    over "B: Seek a court order"). With ``keys``, a line's answer must stand as a key
+    ("A)", "A:", "A.", "(A)", "Option A").
     """
     one = rf"(?<![\w-])(?:{answer})(?![\w-])"
     out = [m.span() for m in re.finditer(rf"{one}(?:{_SEP}{one})+", text, re.I)]
@@ -428,7 +477,7 @@ def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, in
     for line in [*text.split("\n"), "."]:  # (a last line that ends any block)
         m = pattern.match(line)
         if m:
-            block.append((pos, pos + len(line), m.group("a").lower()))
+            block.append((pos, pos + len(line), which(m.group("a"))))
         elif line.strip():  # a blank line does not end a list
             if len({a for _, _, a in block}) >= 2:
                 out += [(a, b) for a, b, _ in block]
@@ -460,6 +509,32 @@ def torn(text: str) -> bool:
     """Whether the reply says it cannot choose ("hard to say", "just as good", "not sure"), or that
     several answers are right ("A and B are both correct")."""
     return bool(_TORN.search(text))
+
+
+# Declining to play ("As an AI assistant, I don't have personal preferences"), and advice to whoever asked
+# ("I would recommend choosing ...", "you should ...").
+_DECLINE = re.compile(
+    r"\b(?:as an ai\b|as a language model|as an (?:ai )?assistant|i (?:don't|do not) have (?:personal |my own )?"
+    r"(?:preferences|opinions|feelings|views|desires)|i (?:can't|cannot|can not|am unable to|am not able to) "
+    r"(?:make (?:that|this|a|the) (?:decision|choice)|choose|decide|play)|it(?:'s| is) up to you)",
+    re.IGNORECASE,
+)
+_ADVICE = re.compile(
+    r"\b(?:advice|advise|recommend\w*|suggest\w*|you (?:should|could|might|may|can) (?:choose|consider|go|pick|opt|"
+    r"play|cooperate|defect)|your (?:choice|decision|best (?:move|option|bet)))\b",
+    re.IGNORECASE,
+)
+
+
+def undecided(text: str) -> str | None:
+    """Why a reply's prose commits to no answer of its own whatever it names, or None: it says it cannot
+    choose (:func:`torn`), or it declines to play and advises whoever asked instead (a model that gives
+    advice has not played)."""
+    if torn(text):
+        return "says it cannot choose"
+    if _DECLINE.search(text) and _ADVICE.search(text):
+        return "declines to play and advises instead"
+    return None
 
 
 #: A chat template's markers ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").

@@ -105,13 +105,17 @@ class Captured:
     reply: str
     finish_reason: str
     reading: Reading | None = field(default=None, repr=False)
+    previous_finish_reason: str | None = None  # a re-ask's: how the reply it re-asks ended
 
     def record(self) -> dict[str, Any]:
         """The corpus fields of this call (without ``reading``, label or note)."""
-        return {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
-                "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
-                "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
-                "reply": self.reply, "finish_reason": self.finish_reason}
+        rec = {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
+               "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
+               "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
+               "reply": self.reply, "finish_reason": self.finish_reason}
+        if self.previous_finish_reason is not None:
+            rec["previous_finish_reason"] = self.previous_finish_reason
+        return rec
 
 
 def pack_instruction(messages: list[Mapping[str, str]], instruction: str) -> str | dict[str, int]:
@@ -158,6 +162,7 @@ def capture() -> Iterator[list[Captured]]:
             allowed=None if call.allowed is None else _plain(call.allowed), instruction=call.instruction,
             max_tokens=request.max_tokens, reply=res.text, finish_reason=res.finish_reason,
             reading=reply.reading,
+            previous_finish_reason=None if call.reask_of is None else call.reask_of.finish_reason,
         ))
 
     World._deliver = deliver  # type: ignore[method-assign]
@@ -220,12 +225,42 @@ def schema_of(rec: Mapping[str, Any]) -> type:
 
 
 def read(rec: Mapping[str, Any]) -> Reading:
-    """Read a record's reply as the kernel read it (see ``World._deliver``)."""
+    """Read a record's reply as the kernel read it (see ``World._deliver``): a re-ask's reply with the
+    reading of the reply it re-asks (``known``), read in turn from the messages before it."""
     from backends.base import Message
 
-    given = tuple(Message(m["role"], m["content"]) for m in rec["messages"])
+    messages = rec["messages"]
+    given = tuple(Message(m["role"], m["content"]) for m in messages)
     return read_reply(rec["reply"], schema_of(rec), finish_reason=rec["finish_reason"], allowed=rec["allowed"],
-                      instruction=rec["instruction"], given=given)
+                      instruction=rec["instruction"], given=given, known=_known(rec))
+
+
+def reask_of(messages: list[Mapping[str, str]]) -> tuple[str, str] | None:
+    """(the reply it re-asks, the follow-up) where ``messages`` are a re-ask's, else None."""
+    if len(messages) >= 3 and messages[-2]["role"] == "assistant":
+        return messages[-2]["content"], messages[-1]["content"]
+    return None
+
+
+def _known(rec: Mapping[str, Any]) -> Reading | None:
+    """The kernel's reading of the reply a re-ask re-asks: that reply read with the messages it answered
+    and the instruction without the follow-up (a follow-up that says it was cut: it ended at max_tokens)."""
+    found = reask_of(rec["messages"])
+    if found is None:
+        return None
+    previous, follow_up = found
+    instruction = rec["instruction"]
+    if instruction.endswith("\n" + follow_up):
+        instruction = instruction[: -len(follow_up) - 1]
+    # (Records collected before the collector kept how the re-asked reply ended: its follow-up says it was cut.)
+    ended = rec.get("previous_finish_reason") or ("length" if follow_up.startswith(CUT_FOLLOW_UP) else "stop")
+    earlier = {**rec, "messages": rec["messages"][:-2], "reply": previous, "instruction": instruction,
+               "finish_reason": ended}
+    earlier.pop("previous_finish_reason", None)
+    return read(earlier)
+
+
+CUT_FOLLOW_UP = "Your reply was cut off at the length limit"  # how reask_prompt opens for a cut reply
 
 
 def values(reading: Reading | None, names: list[str]) -> dict[str, Any]:
