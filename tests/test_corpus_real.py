@@ -115,3 +115,46 @@ def test_the_docs_tables_are_what_the_readers_give_now():
     md, _ = module.tables()
     doc = module.DOCS.read_text(encoding="utf-8")
     assert module.with_tables(doc, md) == doc, "run python benchmarks/eval_readers.py"
+
+
+# -- capable models' replies (tests/corpus/capable, issue 48) ----------------------------------------------
+
+
+def test_capable_replies_keep_their_source_and_their_moves_mapping():
+    from tests.corpus import capable
+
+    every = capable.load(labelled_only=False)
+    assert {r["source"] for r in every} >= {"pcaspa", "phelps", "yoshino"} and len(every) >= 300
+    held = capable.heldout_sources()
+    assert held and held <= {r["source"] for r in every}  # at least one source held out entirely
+    for r in every:
+        assert r["repo"].count("/") == 1 and len(r["commit"]) == 40 and r["path"] and r["locator"], r["where"]
+        assert set(r["moves"].values()) == {"COOPERATE", "DEFECT"} and r["reply_original"].strip(), r["where"]
+        assert r["split"] == ("heldout" if r["source"] in held else "development")
+    # Only labelled replies are read (a held-out source waits for its labels).
+    labelled = capable.load()
+    assert all(r["label"] is not None for r in labelled)
+    for r in labelled:
+        want = r["label"]["action"]
+        assert want in ("COOPERATE", "DEFECT", None) or set(want["ambiguous"]) <= {"COOPERATE", "DEFECT", None}
+
+
+def test_capable_replies_are_served_to_simcores_own_decision_prompt():
+    from tests.corpus import capable
+
+    req = capable.decision_request()
+    assert req["messages"][-1]["content"].endswith("Decision (COOPERATE/DEFECT):")
+    assert req["schema"] == "scenarios.acausal_cooperation.prompts:DecisionReply"
+    read = capable.read({"reply": 'I would choose to "Cooperate".\n\nExplanation: it pays in the long run.'})
+    assert read.fields["action"] == "COOPERATE"
+
+
+def test_no_labelled_capable_reply_is_misread():
+    from tests.corpus import capable
+
+    bad = []
+    for r in capable.load():
+        got = real.values(capable.read(r), ["action"])
+        if real.compare(r["label"], got)["action"] == "misread":
+            bad.append(f"{r['where']} {r['source']}/{r['model']}: label {r['label']}, read {got}: {r['reply'][:80]!r}")
+    assert not bad, "\n".join(bad)

@@ -31,6 +31,7 @@ from simcore.replies.reading import Reading, read_reply
 
 CAPABLE = Path(__file__).resolve().parent / "capable"
 SPLIT = Path(__file__).resolve().parent / "real" / "split.json"
+SCHEMA = "scenarios.acausal_cooperation.prompts:DecisionReply"
 
 
 def heldout_sources(path: Path = SPLIT) -> set[str]:
@@ -54,6 +55,7 @@ def load(root: Path = CAPABLE, labelled_only: bool = True) -> list[dict[str, Any
                 continue
             rec["split"] = "heldout" if rec["source"] in held else "development"
             rec["where"] = f"{path.name}:{n}"
+            rec.update(json_mode="off", schema=SCHEMA)  # (plain-text experiments; simcore's decision reply)
             out.append(rec)
     return out
 

@@ -399,8 +399,21 @@ def definite(want: Any) -> bool:
     return want is not None and not (isinstance(want, Mapping) and "ambiguous" in want)
 
 
-def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """The readers scored as a classifier, per (split, model, JSON mode, reply kind).
+def reply_of(rec: Mapping[str, Any]) -> str:
+    """"first" or "re-ask": whether a record's reply answers the request or a re-ask of it."""
+    if "reask" in rec:
+        return "re-ask" if rec["reask"] else "first"
+    return "re-ask" if "messages" in rec and reask_of(rec["messages"]) is not None else "first"
+
+
+COUNTED = ("replies", "labelled readable", "read", "misread", "misread read", "readable but flagged", "read right")
+
+
+def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The readers scored as a classifier, per (split, source, model, JSON mode, reply kind, reply):
+    ``source`` is "local" for the small local models' replies (this module's corpus) or a capable
+    models' source (:mod:`tests.corpus.capable`, their replies served to simcore's decision prompt);
+    ``reply`` is "first" or "re-ask" (a re-ask's reply, read with the reply it re-asks).
 
     Per reply: **labelled readable** where its label gives one value for every required
     field; **read** where a reader found it readable; **misread** where any labelled field
@@ -410,17 +423,19 @@ def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dic
     labelled-readable replies read with no misread. Either is None where its denominator
     is 0.
     """
-    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    from tests.corpus import capable
+
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for rec in records:
         label = rec["label"]
-        reading = read(rec)
+        source = rec.get("source", "local")
+        reading = read(rec) if source == "local" else capable.read(rec)
         outcomes = compare(label, values(reading, list(label)))
         required = {f.name for f in plan_of(rec) if f.required}
         readable = all(definite(label[name]) for name in label if name in required)
         misread = "misread" in outcomes.values()
-        row = rows.setdefault((rec["split"], rec["model"], rec["json_mode"], rec["kind"]),
-                              {"replies": 0, "labelled readable": 0, "read": 0, "misread": 0,
-                               "misread read": 0, "readable but flagged": 0, "read right": 0})
+        key = (rec["split"], source, rec["model"], rec["json_mode"], rec["kind"], reply_of(rec))
+        row = rows.setdefault(key, dict.fromkeys(COUNTED, 0))
         row["replies"] += 1
         row["labelled readable"] += readable
         row["read"] += reading.readable
@@ -443,13 +458,16 @@ def plan_of(rec: Mapping[str, Any]) -> tuple[FieldPlan, ...]:
     return plan(schema_of(rec))
 
 
-def totals(rows: Mapping[tuple[str, ...], Mapping[str, Any]], by: int = 1) -> dict[tuple[str, ...], dict[str, Any]]:
-    """:func:`evaluate`'s rows summed over JSON modes and reply kinds (``by=1``: per split and
-    model) or over models too (``by=0``: per split)."""
+KEY = ("split", "source", "model", "json_mode", "kind", "reply")
+
+
+def totals(rows: Mapping[tuple[str, ...], Mapping[str, Any]],
+           by: tuple[str, ...] = ("split", "source", "model")) -> dict[tuple[str, ...], dict[str, Any]]:
+    """:func:`evaluate`'s rows summed over every part of their key but ``by`` (names of :data:`KEY`)."""
+    at = [KEY.index(name) for name in by]
     out: dict[tuple[str, ...], dict[str, Any]] = {}
     for k, row in rows.items():
-        acc = out.setdefault(k[: by + 1], dict.fromkeys(
-            ("replies", "labelled readable", "read", "misread", "misread read", "readable but flagged", "read right"), 0))
+        acc = out.setdefault(tuple(k[i] for i in at), dict.fromkeys(COUNTED, 0))
         for c in acc:
             acc[c] += row[c]
     for row in out.values():
@@ -462,22 +480,23 @@ def _pct(x: float | None) -> str:
 
 
 def format_evaluation(rows: Mapping[tuple[str, ...], Mapping[str, Any]], split: str) -> str:
-    """One split's rows of :func:`evaluate` as a Markdown table: per model, JSON mode and reply
-    kind, then per model, then all."""
-    head = "| model | JSON mode | reply kind | " + " | ".join(EVAL_COLUMNS) + " |"
-    lines = [head, "|" + " --- |" * (3 + len(EVAL_COLUMNS))]
+    """One split's rows of :func:`evaluate` as a Markdown table: per source, model, JSON mode, reply
+    kind and reply (first or re-ask), then per source, model and reply, per reply, and all."""
+    head = "| source | model | JSON mode | reply kind | reply | " + " | ".join(EVAL_COLUMNS) + " |"
+    lines = [head, "|" + " --- |" * (5 + len(EVAL_COLUMNS))]
 
     def cells(row: Mapping[str, Any]) -> str:
         return " | ".join(_pct(row[c]) if c in ("precision", "recall") else str(row[c]) for c in EVAL_COLUMNS)
 
     mine = {k: v for k, v in rows.items() if k[0] == split}
-    per_model = totals(mine)
-    for (_, model, mode, kind), row in sorted(mine.items()):
-        lines.append(f"| {model} | {mode} | {kind} | {cells(row)} |")
-    for (_, model), row in sorted(per_model.items()):
-        lines.append(f"| **{model}** | all | all | {cells(row)} |")
-    for row in totals(mine, by=0).values():
-        lines.append(f"| **all** | | | {cells(row)} |")
+    for (_, source, model, mode, kind, reply), row in sorted(mine.items()):
+        lines.append(f"| {source} | {model} | {mode} | {kind} | {reply} | {cells(row)} |")
+    for (_, source, model, reply), row in sorted(totals(mine, ("split", "source", "model", "reply")).items()):
+        lines.append(f"| {source} | **{model}** | all | all | {reply} | {cells(row)} |")
+    for (_, reply), row in sorted(totals(mine, ("split", "reply")).items()):
+        lines.append(f"| **all** | | | | **{reply}** | {cells(row)} |")
+    for row in totals(mine, ("split",)).values():
+        lines.append(f"| **all** | | | | | {cells(row)} |")
     return "\n".join(lines)
 
 
