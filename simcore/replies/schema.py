@@ -256,8 +256,9 @@ class Choice(Kind):
         return s if s in self.options else None
 
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
-        # (Nouns too: "a mix of cooperation and defection" lists both moves.)
-        return prose.list_spans(text, _any_action(self.options, nouns=True), which=self._which)
+        # Nouns joined are a list too ("a mix of cooperation and defection"; not "defect; cooperation it is").
+        nouns = _noun_list(self.options)
+        return prose.list_spans(text, self._any(), which=self._which) + [m.span() for m in nouns.finditer(text)]
 
     def _which(self, form: str) -> str:
         """The action a form of it names ("Cooperating" and "cooperation" are COOPERATE)."""
@@ -310,14 +311,21 @@ class Choice(Kind):
 
 
 @lru_cache(maxsize=64)
-def _any_action(options: tuple[str, ...], nouns: bool = False) -> str:
-    """A regex for any of the actions, as a verb or its "-ing" form (and its noun, with ``nouns``)."""
+def _any_action(options: tuple[str, ...]) -> str:
+    """A regex for any of the actions, as a verb or its "-ing" form."""
     forms = []
     for o in options:
         base = o.lower()
-        stem = re.escape(base[:-1] if base.endswith("e") else base)
-        forms += [re.escape(base), rf"{stem}ing"] + ([rf"{stem}ion"] if nouns else [])
+        forms += [re.escape(base), rf"{re.escape(base[:-1] if base.endswith('e') else base)}ing"]
     return "|".join(forms)
+
+
+@lru_cache(maxsize=64)
+def _noun_list(options: tuple[str, ...]) -> re.Pattern:
+    """Two actions' nouns or more joined by "and", "or", a comma or a slash ("cooperation and defection")."""
+    noun = "|".join(rf"{re.escape(o.lower()[:-1] if o.lower().endswith('e') else o.lower())}ion" for o in options)
+    one = rf"(?<![\w-])(?:{noun})(?![\w-])"
+    return re.compile(rf"{one}(?:\s*(?:,|/|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*{one})+", re.IGNORECASE)
 
 
 _DOING = re.compile(r"\b(?:am|'m|are|'re|be|keep|keeping|continue|start|stay|go on)\s+(?:\w+\s+)?$", re.I)
