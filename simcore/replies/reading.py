@@ -204,8 +204,7 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     # one (the follow-up written back, a chat about the task) is no answer.
     reask = known is not None
     labels = label_values(rest, schema, truncated) if rest.strip() and not reask else {}  # (blank: no label)
-    # (Only an object with nested values or a cut one can hide a second answer: the stub's flat
-    # JSON skips the scan.)
+    # (An object of one key can hide no second answer; only a nested or cut one needs its text scanned.)
     by_norm = [_with_deeper(_normed(obj), blocks.get(id(obj), ""), rp, allowed,
                             truncated or any(isinstance(v, (dict, list)) for v in obj.values()))
                if len(obj) > 1 or truncated else _normed(obj) for obj in keyed]
