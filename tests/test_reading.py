@@ -627,3 +627,14 @@ def test_a_model_that_declines_to_play_and_advises_has_not_played():
 ])
 def test_capable_models_plain_answers_are_read(reply):
     assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_a_list_set_aside_leaves_its_sentence_whole():
+    # SmolLM2 (seed 57), issue 48's first-reply misread: with the lists cut out of their sentences, the
+    # parenthesis "(i.e., Defect A defends Defend B)" lost its "if you ..." and was read as DEFECT.
+    reply = ("A classic example of a prisoner's dilemma. In this game, the only possible outcome is to defect and "
+             "cooperate with both agents. However, in reality, there are two possible outcomes: either you defect and "
+             "cooperate or you cooperate and defect.\n\nIn this game, if you defect and cooperate (i.e., Defect A defends "
+             "Defend B), you will both defect and cooperate, but you cannot defect and cooperate together because of the "
+             "other agent's behavior.")
+    assert not read_reply(reply, _decision_reply()).readable

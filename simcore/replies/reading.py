@@ -186,8 +186,11 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             for a, b in hints:
                 rest = rest[:a] + " " * (b - a) + rest[b:]
             aside = [(a, b) for a, b in aside if (a - 1, b + 1) not in hints]
-        if aside or echo or broken:
-            rest = set_aside(rest, aside + echo + broken)  # (nothing inside broken JSON answers)
+        # A list is blanked in place: the sentence around it stays whole, so that a condition before it
+        # ("if you defect and cooperate (i.e., ...), you will ...") still holds after it.
+        rest = prose.blank(rest, aside) if aside else rest
+        if echo or broken:
+            rest = set_aside(rest, echo + broken)  # (nothing inside broken JSON answers)
     if spans and rest:
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
