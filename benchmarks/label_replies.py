@@ -161,8 +161,8 @@ def settle(a: Path, b: Path, settled: Path | None) -> dict[str, tuple[Any, str]]
         y = lb[rid]
         if rid in fixed:
             how = "differed" if not same(x["label"], y["label"]) else "agreed"
-            out[rid] = (fixed[rid]["label"], f"labellers {how} (A: {json.dumps(x['label'])}, {note_of(x)}; "
-                                             f"B: {json.dumps(y['label'])}, {note_of(y)}); settled: {fixed[rid]['why']}")
+            out[rid] = (fixed[rid]["label"], (f"labellers {how} (A: {json.dumps(x['label'])}, {note_of(x)}; "
+                                              f"B: {json.dumps(y['label'])}, {note_of(y)}); settled: {fixed[rid]['why']}"))
         elif same(x["label"], y["label"]):
             out[rid] = (x["label"], note_of(x) or note_of(y))
         else:

@@ -158,3 +158,38 @@ def test_no_labelled_capable_reply_is_misread():
         if real.compare(r["label"], got)["action"] == "misread":
             bad.append(f"{r['where']} {r['source']}/{r['model']}: label {r['label']}, read {got}: {r['reply'][:80]!r}")
     assert not bad, "\n".join(bad)
+
+
+def _script(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_reask_task_shows_the_reply_it_reasks_and_the_followup(tmp_path):
+    import gzip
+    import json
+
+    labels = _script("label_replies")
+    reask = next(r for r in RECORDS if real.reply_of(r) == "re-ask")
+    t = labels.task(dict(reask), "x-0000")
+    assert t["reask"] is True and t["follow_up"] == reask["messages"][-1]["content"]
+    assert t["previous_reply"] and t["asked"] and t["reply"] == reask["reply"]
+    # A capable source's records keep their ids; labels given bare merge as the field's value.
+    src = tmp_path / "src.jsonl.gz"
+    recs = [{"id": f"s-{n}", "source": "s", "kind": "decision", "model": "m", "moves": {"J": "COOPERATE", "F": "DEFECT"},
+             "asked": "Which option, J or F?", "reply_original": text, "reply": text, "finish_reason": "stop",
+             "label": None, "note": None} for n, text in enumerate(["J", "I cannot say."])]
+    src.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in recs).encode()))
+    assert labels.task(recs[0], labels.rid_of(recs[0], None, 0))["fields"]["action"]["moves"] == recs[0]["moves"]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"id": "s-0", "label": "COOPERATE", "reason": "J"}\n{"id": "s-1", "label": null}\n')
+    b.write_text('{"id": "s-0", "label": {"action": "COOPERATE"}, "note": "J alone"}\n{"id": "s-1", "label": null}\n')
+    assert labels.main(["corpus", str(src), "-", str(a), str(b), "--out", str(src)]) == 0
+    merged = [json.loads(line) for line in gzip.decompress(src.read_bytes()).decode().splitlines()]
+    assert [m["label"] for m in merged] == [{"action": "COOPERATE"}, {"action": None}] and merged[0]["note"] == "J"

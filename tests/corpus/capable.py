@@ -23,9 +23,10 @@ import gzip
 import io
 import json
 import tempfile
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from simcore.replies.reading import Reading, read_reply
 
