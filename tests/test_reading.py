@@ -638,3 +638,18 @@ def test_a_list_set_aside_leaves_its_sentence_whole():
              "Defend B), you will both defect and cooperate, but you cannot defect and cooperate together because of the "
              "other agent's behavior.")
     assert not read_reply(reply, _decision_reply()).readable
+
+
+def test_a_heading_of_the_replys_own_points_is_no_label_and_a_stated_conclusion_is_its_own():
+    # Qwen2.5 (seed 57): a cut decision whose opening commits; its fourth point's heading ends with a field's
+    # name ("**Strategy Choice**:") over reasoning, not over the choice.
+    cut = ("Based on the game history so far and the current opponent, I would choose to cooperate with Agent C. "
+           "Here's why:\n\n1. **Subagent Strategy**: Subagents can increase their own power.\n\n4. **Strategy "
+           "Choice**: Since Agent B's strategy is always to cooperate with Agent C, the decision should be made based "
+           "on this information.\n\nTherefore,")
+    assert read_reply(cut, _decision_reply(), finish_reason="length").fields["action"] == "COOPERATE"
+    assert read_reply("**Final Choice**: DEFECT", _decision_reply()).fields["action"] == "DEFECT"  # a qualifier
+    # Qwen2.5 (seed 57): the conclusion stated after a clause that names the opponent.
+    reply = "Based on the current opponent being Agent B, the decision should be COOPERATE."
+    assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
+    assert not read_reply("Based on the history, Player A's final decision should be DEFECT.", _decision_reply()).readable

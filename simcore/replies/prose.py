@@ -278,6 +278,12 @@ _RECOMMEND = re.compile(
     r"it(?:'s| is| would be| will be) (?:best|better|wise|wiser|right|rational|optimal|ideal) to)\b",
     re.I,
 )
+# A clause that opens by stating the conclusion ("the decision should be", "so my final answer is").
+_STATED = re.compile(
+    r"^\W*(?:(?:so|thus|therefore|hence|then)\W+)?(?:the|my|our)\s+(?:final\s+)?(?:decision|choice|move|answer)\s+"
+    r"(?:is|should be|would be|will be)\W*$",
+    re.IGNORECASE,
+)
 _CONCLUDING = re.compile(
     r"\b(?:the|final|overall) (?:answer|choice|decision|move|vote|pick|selection|rating|verdict)"
     r"(?: is| would be| will be| here is)?\W*$",
@@ -370,8 +376,8 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         who = "other" if spoken else ("me" if recommends else "you")
     if _antecedent(c, at):
         form = "mention"  # a supposition ("if I defect while they cooperate, I get 5"), not an answer
-    elif who == "me":
-        form = "own"
+    elif who == "me" or _STATED.search(c[:at]):
+        form = "own"  # (a clause that states the conclusion, "the decision should be DEFECT", is the speaker's)
     elif who == "other":
         form = "other" if recommends else "mention"
     elif who == "you":

@@ -775,6 +775,9 @@ _QUALIFIER = r"(?:(?:my|our|the|your|final|revised|updated|new|proposed|chosen|o
 _TAG = re.compile(r"<(?P<tag>[A-Za-z_][\w-]{0,40})>\s*(?P<value>.*?)\s*</(?P=tag)>", re.DOTALL)
 
 
+# A line that opens with markup, a number or a bullet and one or two words in title case before a label: a
+# heading of the reply's own points ("4. **Strategy Choice**:", "## Power Decision:").
+_LONGER_HEADING = re.compile(r"\s*(?:[-*\u2022+]\s+|\d{1,2}[.)]\s+)?(?:\*\*|__|#+\s*)(?:[A-Z][a-z]+\s+){1,2}\Z")
 _NOT_MINE = re.compile(
     r"\b(?:their|his|her|opponent'?s?|other|partner'?s?|agent \w+'?s?|player \w+'?s?|last|previous|prior|"
     r"initial|earlier|original)\W+(?:\w+\W+)?$",
@@ -830,8 +833,10 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
     pattern = rp.pattern
     offset = 0
     for k, line in enumerate(lines):
-        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's.
-        marks = [m for m in pattern.finditer(line) if not _NOT_MINE.search(line, 0, m.start())]
+        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's,
+        # nor is a heading that ends with a field's name ("4. **Strategy Choice**:" names another thing).
+        marks = [m for m in pattern.finditer(line)
+                 if not _NOT_MINE.search(line, 0, m.start()) and not _LONGER_HEADING.match(line, 0, m.start())]
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
             value = clean(line[m.end() : end].strip().rstrip(",;"))
