@@ -96,6 +96,13 @@ _REVISION = re.compile(
     re.I,
 )
 _QUOTED = re.compile(r"\"[^\"\n]{3,}\"|\u201c[^\u201d\n]{3,}\u201d|(?<![\w])'[^'\n]{3,}'(?![\w])")
+_SPEAKER = re.compile(
+    r"^\s*\[?(?:member|user|assistant|agent|player|panelist|participant|human|ai|moderator)[ _]?\w*\]?\s*:?\s*$"
+    r"|^\s*\[(?:member|user|assistant|agent|player|panelist|participant)[^\]]*\]",
+    re.I | re.M,
+)
+
+
 _ONE_WORD = re.compile(r"[*_\s]*[\w-]+[.!]?[*_\s]*")
 
 
@@ -103,11 +110,6 @@ def _unquote(m: re.Match) -> str:
     """A quoted span as :func:`prepare` leaves it: a single word without its quotes, speech as a blank."""
     inner = m.group(0)[1:-1]
     return f" {inner} " if _ONE_WORD.fullmatch(inner) else " "
-_SPEAKER = re.compile(
-    r"^\s*\[?(?:member|user|assistant|agent|player|panelist|participant|human|ai|moderator)[ _]?\w*\]?\s*:?\s*$"
-    r"|^\s*\[(?:member|user|assistant|agent|player|panelist|participant)[^\]]*\]",
-    re.I | re.M,
-)
 
 
 def negated(text: str, start: int, span: int = 4) -> bool:
