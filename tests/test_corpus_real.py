@@ -193,3 +193,20 @@ def test_a_reask_task_shows_the_reply_it_reasks_and_the_followup(tmp_path):
     assert labels.main(["corpus", str(src), "-", str(a), str(b), "--out", str(src)]) == 0
     merged = [json.loads(line) for line in gzip.decompress(src.read_bytes()).decode().splitlines()]
     assert [m["label"] for m in merged] == [{"action": "COOPERATE"}, {"action": None}] and merged[0]["note"] == "J"
+
+
+def test_capture_leaves_out_the_dry_run_that_checks_the_context_window(tmp_path):
+    # The collector once recorded the stub's replies of the window check as the model's (veil, seed 57).
+    import contextlib
+    import io
+
+    from simcore.cli import main
+    from simcore.runs.scenario import load_scenario
+
+    flags = ["--n-agents", "2", "--max-rounds", "1", "--plots", "none", "--json"]
+    got = []
+    for extra in ([], ["--context-window", "4096"]):
+        with real.capture() as calls, contextlib.redirect_stdout(io.StringIO()):
+            assert main(load_scenario("veil_of_ignorance"), [*flags, *extra, "--out", str(tmp_path / str(len(got)))]) == 0
+        got.append([(c.kind, c.reply) for c in calls])
+    assert got[0] == got[1] and got[0]

@@ -143,7 +143,9 @@ def capture() -> Iterator[list[Captured]]:
 
     It wraps ``World._deliver``, where the kernel reads a reply, so it sees what
     the kernel read: the request (messages, ``allowed``, the instruction a reply
-    must not merely repeat) and the response. Not re-entrant.
+    must not merely repeat) and the response. A dry run's calls (a world whose backend
+    says ``dry_run``: the stub run that checks prompts against a context window) are
+    left out. Not re-entrant.
     """
     calls: list[Captured] = []
     original = World._deliver
@@ -151,7 +153,8 @@ def capture() -> Iterator[list[Captured]]:
     def deliver(world: World, call: Any, res: Any) -> None:
         request = call.request  # released by the kernel once delivered
         original(world, call, res)
-        if call.schema is None or not isinstance(res, LLMResponse):
+        # (A dry run on the stub, as the context-window check makes before a run, wrote no reply.)
+        if call.schema is None or not isinstance(res, LLMResponse) or getattr(world.backend, "dry_run", False):
             return
         reply = call.value
         calls.append(Captured(
