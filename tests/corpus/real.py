@@ -230,12 +230,24 @@ def schema_of(rec: Mapping[str, Any]) -> type:
 def read(rec: Mapping[str, Any]) -> Reading:
     """Read a record's reply as the kernel read it (see ``World._deliver``): a re-ask's reply with the
     reading of the reply it re-asks (``known``), read in turn from the messages before it."""
+    return _read(rec, _known(rec))
+
+
+def _read(rec: Mapping[str, Any], known: Reading | None) -> Reading:
     from backends.base import Message
 
-    messages = rec["messages"]
-    given = tuple(Message(m["role"], m["content"]) for m in messages)
+    given = tuple(Message(m["role"], m["content"]) for m in rec["messages"])
     return read_reply(rec["reply"], schema_of(rec), finish_reason=rec["finish_reason"], allowed=rec["allowed"],
-                      instruction=rec["instruction"], given=given, known=_known(rec))
+                      instruction=rec["instruction"], given=given, known=known)
+
+
+def scored(rec: Mapping[str, Any]) -> tuple[Reading, dict[str, Any]]:
+    """A local record's reading and the part of its label it is scored on: a re-ask that asked for some
+    fields only is scored on those (the fields the reply it re-asks gave cleanly stand, and were scored
+    on that reply's own row)."""
+    known = _known(rec)
+    carried = {name for name, _ in known.partial} if known is not None else set()
+    return _read(rec, known), {k: v for k, v in rec["label"].items() if k not in carried}
 
 
 def reask_of(messages: list[Mapping[str, str]]) -> tuple[str, str] | None:
@@ -365,8 +377,7 @@ def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], 
     table: dict[tuple[str, str, str], dict[str, int]] = {}
     misreads: list[str] = []
     for rec in records:
-        label = rec["label"]
-        reading = read(rec)
+        reading, label = scored(rec)
         got = values(reading, list(label))
         row = table.setdefault((rec["model"], rec["json_mode"], rec["kind"]), dict.fromkeys(COLUMNS, 0))
         row["replies"] += 1
@@ -430,9 +441,8 @@ def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, ...], dict[str
 
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for rec in records:
-        label = rec["label"]
         source = rec.get("source", "local")
-        reading = read(rec) if source == "local" else capable.read(rec)
+        reading, label = scored(rec) if source == "local" else (capable.read(rec), rec["label"])
         outcomes = compare(label, values(reading, list(label)))
         required = {f.name for f in plan_of(rec) if f.required}
         readable = all(definite(label[name]) for name in label if name in required)
