@@ -566,14 +566,14 @@ def test_an_object_whose_other_keys_carry_another_answer_gives_two():
 
 @pytest.mark.parametrize("reply, action", [
     # pcaspa gpt-3.5-turbo (issue 48's quotes): a move named in quotes is a move.
-    ('I would choose to "Cooperate".\n\nExplanation: In the game of Prisoner\'s Dilemma, the best outcome for both '
-     'players is to cooperate.', "COOPERATE"),
+    (('I would choose to "Cooperate".\n\nExplanation: In the game of Prisoner\'s Dilemma, the best outcome for both '
+      'players is to cooperate.'), "COOPERATE"),
     ("I would choose 'Cooperate'. \n\nBy choosing to cooperate at this point, I aim to break the cycle of defection.",
      "COOPERATE"),
     # yoshino gpt-4 (J/F mapped): a quoted move after "I would choose"; declining to predict is not declining to play.
-    ('The game doesn\'t provide a strategy for which option is better in general. As an AI, I don\'t have a way to '
-     'predict human actions. However, I can say that DEFECT gives at least some points regardless of the opponent\'s '
-     'choice, whereas COOPERATE could result in no points. Therefore, I would choose "DEFECT".', "DEFECT"),
+    (('The game doesn\'t provide a strategy for which option is better in general. As an AI, I don\'t have a way to '
+      'predict human actions. However, I can say that DEFECT gives at least some points regardless of the opponent\'s '
+      'choice, whereas COOPERATE could result in no points. Therefore, I would choose "DEFECT".'), "DEFECT"),
 ])
 def test_a_move_named_in_quotes_is_a_move(reply, action):
     assert read_reply(reply, _decision_reply()).fields["action"] == action
@@ -609,21 +609,21 @@ def test_a_model_that_declines_to_play_and_advises_has_not_played():
 
 @pytest.mark.parametrize("reply", [
     # pcaspa gemini-pro: the move over its explanation is one move, not a list of two lines.
-    "Cooperate\n\nCooperating has been the optimal strategy for both agents throughout the history of the game, and "
-    "there is no reason to believe that it will not continue to be the optimal strategy in the future.",
+    ("Cooperate\n\nCooperating has been the optimal strategy for both agents throughout the history of the game, and "
+     "there is no reason to believe that it will not continue to be the optimal strategy in the future."),
     # pcaspa gpt-3.5-turbo: nouns joined are a list ("a mix of cooperation and defection"), no second move.
-    "I would choose to **Cooperate**. \n\nBy looking at the history of the game, I see that the previous actions "
-    "have been a mix of cooperation and defection.",
+    ("I would choose to **Cooperate**. \n\nBy looking at the history of the game, I see that the previous actions "
+     "have been a mix of cooperation and defection."),
     # the pair's history ("both Agent A and I") is not the speaker's answer
-    "I would choose to **Cooperate**. \n\nBased on the history of the game so far, both Agent A and I have mostly "
-    "chosen to defect. However, in the most recent rounds, Agent A has started to cooperate.",
+    ("I would choose to **Cooperate**. \n\nBased on the history of the game so far, both Agent A and I have mostly "
+     "chosen to defect. However, in the most recent rounds, Agent A has started to cooperate."),
     # a move judged foolish is rejected
-    "Cooperate\n\nI would choose to cooperate because the other agent has cooperated in the past 70 rounds. This "
-    "suggests that they are likely to continue cooperating in the future, and I would be foolish to defect and risk "
-    "losing out on the benefits of cooperation.",
+    ("Cooperate\n\nI would choose to cooperate because the other agent has cooperated in the past 70 rounds. This "
+     "suggests that they are likely to continue cooperating in the future, and I would be foolish to defect and risk "
+     "losing out on the benefits of cooperation."),
     # "from both sides" describes the players: no reply that cannot choose
-    "My choice would be **Cooperate**.\n\nEven though the recent history shows a pattern of Defection from both "
-    "sides, choosing to Cooperate can potentially break the cycle.",
+    ("My choice would be **Cooperate**.\n\nEven though the recent history shows a pattern of Defection from both "
+     "sides, choosing to Cooperate can potentially break the cycle."),
 ])
 def test_capable_models_plain_answers_are_read(reply):
     assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
