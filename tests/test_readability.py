@@ -327,3 +327,41 @@ def test_the_reask_tests_are_a_holm_family_of_their_own_and_said_beside_readabil
     assert out["p1"]["p_value"] is not None and out["p1"]["mark"] is None  # readability decided apart
     assert readability_lines(out["p1"], "A", "B") == [f"  {p1['mark']}: {p1['test']}, {p1['unit']}; family {p1['family']}"]
     assert readability_lines(out["p2"], "A", "B")[0].startswith("  answers given only when asked again A 5%, B 6%")
+
+
+@dataclass(frozen=True)
+class LateWhenMarked:
+    """A first reply that answers nothing where the prompt carries the mark; every other reply in the format."""
+
+    def __call__(self, request: LLMRequest, rng: np.random.Generator) -> Any:
+        if request.schema is None:
+            return "ok"
+        marked = any("LATEMARK" in m.content for m in request.messages)
+        if marked and not request.metadata.get("reask"):
+            return "Agent B's decision is probably the same as last time."
+        return sample_schema(request.schema, rng)
+
+
+def test_a_perturbation_whose_answers_come_from_reasks_is_marked_beside_readability():
+    # The mark injected into every prompt leaves each first reply of the perturbed runs without an answer
+    # and its re-ask answers: all 36 answer slots of the perturbed runs come from a re-ask, none of the baselines'.
+    from backends.registry import BackendSpec
+    from simcore.perturbation import run_study
+    from simcore.runs.scenario import ResultEntry
+
+    scenario = dataclasses.replace(LATE, behaviour=lambda cfg: LateWhenMarked(), outcome=ResultEntry("metrics"))
+    with contextlib.redirect_stderr(io.StringIO()):
+        study = run_study(scenario, LateConfig(), ["inject:text=LATEMARK,on=prompt,nth=all", "none"], pairs=2,
+                          spec=BackendSpec("stub", options={"reask": 1}))
+    res = study.results
+    reading = res.readability()
+    late, control = reading["inject:nth=all,text=LATEMARK,on=prompt"]["reask"], reading["none"]["reask"]
+    assert late["test"] == "exact McNemar" and (late["only_a"], late["only_b"]) == (36, 0)
+    assert (late["answers_a"], late["reask_read_a"], late["reask_read_b"]) == (36, 36, 0)
+    assert late["family"] == "its own: Holm across 2 perturbations" and late["differs"] is True
+    assert control["differs"] is False and control["reask_read_a"] == control["reask_read_b"] == 0
+    assert reading["inject:nth=all,text=LATEMARK,on=prompt"]["mark"] is None  # every slot read in both arms
+    assert any("differ in answers given only when asked again (100% vs 0%" in w for w in res.warnings())
+    summary = res.summary()
+    assert list(summary["reask_share_perturbed"]) == [1.0, 0.0] and list(summary["reask_share_baseline"]) == [0.0, 0.0]
+    assert summary["reask_mark"].iloc[0] == late["mark"] and summary["reask_mark"].isna().iloc[1]
