@@ -629,6 +629,25 @@ def test_capable_models_plain_answers_are_read(reply):
     assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
 
 
+def test_a_move_that_leads_a_record_of_players_moves_is_the_record_not_an_answer():
+    # pcaspa gemini-pro (development): the game history's record form written on, not a move of its own.
+    reply = "Cooperate', 'Agent B': 'Cooperate', 'Agent B: 'Cooperate', 'Agent A: 'Cooperate'"
+    assert not read_reply(reply, _decision_reply()).readable
+    assert read_reply("Cooperate, because Agent B has cooperated so far.", _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_an_explanation_that_judges_the_answer_against_a_players_interest_gainsays_it():
+    # pcaspa gemini-pro (development): "Cooperate", then reasoning that cooperating is not in the
+    # player's interest (the player is the model: its experiment named it Agent B).
+    reply = ("Cooperate\n\nThe history of the game shows that Agent A has defected in the last 15 rounds, while Agent B "
+             "has cooperated in the last 15 rounds. This suggests that Agent A is unlikely to cooperate in the future, "
+             "so it is not in Agent B's best interest to cooperate either. By defecting, Agent B can ensure that they "
+             "do not lose any more points.")
+    assert not read_reply(reply, _decision_reply()).readable
+    agrees = "Cooperate\n\nIt is in my best interest to cooperate, since Agent A has cooperated every round."
+    assert read_reply(agrees, _decision_reply()).fields["action"] == "COOPERATE"
+
+
 def test_a_list_set_aside_leaves_its_sentence_whole():
     # SmolLM2 (seed 57), issue 48's first-reply misread: with the lists cut out of their sentences, the
     # parenthesis "(i.e., Defect A defends Defend B)" lost its "if you ..." and was read as DEFECT.

@@ -124,10 +124,11 @@ def negated(text: str, start: int, span: int = 4) -> bool:
         any(w in _NEGATING_PREPOSITIONS for w in words[-2:]) or bool(_JUDGED_WRONG.search(window))
 
 
-# A move the speaker judges wrong for itself ("I would be foolish to defect", "it would be a mistake to
-# defect") is rejected, not voiced.
+# A move judged wrong ("I would be foolish to defect", "it would be a mistake to defect", "it is not in
+# Agent B's best interest to cooperate") is rejected, not voiced.
 _JUDGED_WRONG = re.compile(
-    r"\b(?:foolish|unwise|irrational|wrong|a mistake|a bad idea|pointless|no reason)\s+(?:for me\s+)?to\s+$",
+    r"\b(?:foolish|unwise|irrational|wrong|a mistake|a bad idea|pointless|no reason|"
+    r"not\s+in\s+(?:[\w']+\s+){0,3}?interests?)\s+(?:for me\s+)?to\s+$",
     re.IGNORECASE,
 )
 
@@ -276,7 +277,7 @@ _ACTOR = re.compile(
 _RECOMMEND = re.compile(
     r"\b(?:should|must|ought to|recommend\w*|(?:i|we)(?:'d| would)? suggest|advis\w*|urge\w*|go with|let's|let us|"
     r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible|ideal|dominant) "
-    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle)|"
+    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle|interests?)|"
     r"it(?:'s| is| would be| will be) (?:best|better|wise|wiser|right|rational|optimal|ideal) to)\b",
     re.I,
 )
@@ -298,6 +299,8 @@ _AIMED = re.compile(
     re.I,
 )
 _WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|five|six|first|second|third|next)\b", re.I)
+# A player's move given as the value of the player ("'Agent B': 'Cooperate'"): the game history's record form.
+_RECORD = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)['\"]?\s*:\s*\S", re.I)
 _WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
 
 # Whom an act is aimed at does not act ("cooperate with Agent C"); whose it is does ("the decision for Agent D").
@@ -388,7 +391,10 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         form = "own"
     elif recommends:
         form = "impersonal"
-    elif bare_answer and (clause.alone or clause.lead) and not sentence.rstrip().endswith("?"):
+    elif bare_answer and (clause.alone or (clause.lead and not _RECORD.search(sentence))) \
+            and not sentence.rstrip().endswith("?"):
+        # (An answer that leads a record of players' moves, "Cooperate', 'Agent B': 'Cooperate', ...", is the
+        # record's first entry: the game history written on, not an answer standing alone.)
         form = "bare"
     else:
         form = "mention"
