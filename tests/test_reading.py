@@ -648,6 +648,15 @@ def test_an_explanation_that_judges_the_answer_against_a_players_interest_gainsa
     assert read_reply(agrees, _decision_reply()).fields["action"] == "COOPERATE"
 
 
+def test_what_the_one_addressed_has_done_is_no_recommendation_to_it():
+    # SmolLM2 (held-out seed 211, moved to development): a cut reply whose opening sentence says what
+    # "you" found, read as advice to itself to cooperate ("to avoid defection").
+    cut = ("You've found the optimal strategy to avoid defection, and it's a classic prisoner's dilemma. In this game, "
+           "you have two options: defect or cooperate.\n\nIf you're Agent A (Defect) and you choose to defect, you'll")
+    assert not read_reply(cut, _decision_reply(), finish_reason="length").readable
+    assert read_reply("You should avoid defection.", _decision_reply()).fields["action"] == "COOPERATE"
+
+
 def test_a_list_set_aside_leaves_its_sentence_whole():
     # SmolLM2 (seed 57), issue 48's first-reply misread: with the lists cut out of their sentences, the
     # parenthesis "(i.e., Defect A defends Defend B)" lost its "if you ..." and was read as DEFECT.

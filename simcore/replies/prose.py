@@ -299,6 +299,10 @@ _AIMED = re.compile(
     re.I,
 )
 _WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|five|six|first|second|third|next)\b", re.I)
+# What the one addressed has done, not what it is told to do.
+_YOU_DID = re.compile(
+    r"\byou(?:'ve| have| had|'d| did)?\s+(?:already\s+|just\s+)?(?:found|chosen|chose|picked|made|discovered|identified|"
+    r"selected|played|done|reached|settled on)\b", re.I)
 # A player's move given as the value of the player ("'Agent B': 'Cooperate'"): the game history's record form.
 _RECORD = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)['\"]?\s*:\s*\S", re.I)
 _WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
@@ -377,6 +381,8 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
     offset = max(0, sentence.find(c))
     who = actor(sentence, offset + at, offset + len(c))
     recommends = bool(_RECOMMEND.search(c))
+    if who == "you" and _YOU_DID.search(c, 0, at):
+        recommends = False  # what the one addressed has done describes ("you've found the optimal strategy to ...")
     if who == "you":
         who = "other" if spoken else ("me" if recommends else "you")
     if _antecedent(c, at):
