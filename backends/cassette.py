@@ -75,13 +75,20 @@ def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMRes
     """An entry for a response."""
     body = {
         "text": res.text,
-        "usage": None if res.usage is None else [res.usage.prompt_tokens, res.usage.completion_tokens],
+        "usage": _usage_row(res.usage),
         "finish_reason": res.finish_reason,
         "model": res.model,
         "system_fingerprint": res.system_fingerprint,
         "latency_s": res.latency_s,
     }
     return _entry(scope, occurrence, request, "response", body)
+
+
+def _usage_row(usage: Usage | None) -> list[int] | None:
+    """Usage as recorded: [prompt, completion], with [reasoning, cached] after them when either is nonzero."""
+    if usage is None:
+        return None
+    return list(usage) if usage.reasoning_tokens or usage.cached_tokens else list(usage[:2])
 
 
 def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException) -> Entry:
@@ -280,10 +287,11 @@ def _entry_from_row(path: Path, row: Sequence[Any]) -> Entry:
     elif row[5] == "response":
         usage, latency = body.get("usage"), body.get("latency_s", 0.0)
         if not isinstance(body.get("text"), str) or "finish_reason" not in body or not (
-            usage is None or (isinstance(usage, list) and len(usage) == 2
+            usage is None or (isinstance(usage, list) and len(usage) in (2, 4)
                               and all(isinstance(u, int) and not isinstance(u, bool) for u in usage))
         ) or isinstance(latency, bool) or not isinstance(latency, (int, float)):
-            problem = "a response needs text (a string), finish_reason, usage (two integers or null)"
+            problem = ("a response needs text (a string), finish_reason, usage (two integers, or four with "
+                       "reasoning and cached tokens, or null)")
     elif not (isinstance(body.get("type"), str) and isinstance(body.get("message"), str)):
         problem = "an error needs type and message (strings)"
     if problem:

@@ -230,6 +230,12 @@ class TrialBackend:
         """Write the trial's cassette (a run directory's ``cassette.sqlite``)."""
         write_cassette(path, self.entries)
 
+    def sent(self, models: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """What the providers were sent for ``models`` (rules applied, parameters refused),
+        by preset and model, for the run's manifest; empty on a replay or the stub."""
+        run = self.run
+        return run.inner.sent(models) if run is not None and isinstance(run.inner, Router) else {}
+
     def stats(self) -> dict[str, Any]:
         """Counters of this trial alone (a shared backend's totals are :meth:`RunBackend.stats`)."""
         out: dict[str, Any] = dict(self.counts)

@@ -250,6 +250,7 @@ BACKEND_SCHEMA: dict[str, Check] = {"name": TEXT, "model": TEXT, "base_url": _op
 # hash checks the field carries), so a new field must be added here too.
 MANIFEST_FIELDS = frozenset({
     *MANIFEST_SCHEMA, "models", "versions", "code_revision", "created_utc", "perturbation", "embeddings", "files",
+    "sent",
 })
 
 
@@ -266,7 +267,7 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
         raise DamagedFile(path, f"{unknown[0]!r} is not a manifest field")
     _check(path, data, MANIFEST_SCHEMA)
     _check(path, data["backend"], BACKEND_SCHEMA, required=False, prefix="backend.")
-    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT}, required=False)
+    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT, "sent": OBJECT}, required=False)
     for name, digest in data.get("files", {}).items():
         if name.startswith("/") or ".." in name.split("/"):
             raise DamagedFile(path, f"files: {name!r} is not a path inside the run directory")

@@ -3,7 +3,8 @@
 :func:`run_trial_async` builds a world, runs it and analyses it; it never writes.
 :func:`write_run` turns the outcome into a run directory:
 
-- ``manifest.json``: scenario, resolved config, seed, backend spec, package
+- ``manifest.json``: scenario, resolved config, seed, backend spec, what the providers
+  were sent beyond it (``sent``: model rules applied, parameters they refused), package
   versions, code revision, trace hash, and the sha256 of every other file
   (``files``), which :mod:`simcore.base.files` checks when the run is read back;
 - ``trace.jsonl``: every event, byte-identical for the same seed and responses
@@ -291,6 +292,10 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
         "code_revision": code_revision(),
         "created_utc": utc_now(),
     }
+    sent = getattr(trial.world.backend, "sent", None)
+    record = sent(out["models"]) if callable(sent) else None
+    if record:  # what the providers were sent that the config does not say (model rules, refusals)
+        out["sent"] = record
     described = trial.world.intervention.describe() if trial.world.intervention is not None else None
     if described is not None:
         out["perturbation"] = described
