@@ -150,7 +150,8 @@ class ContextOverflow(BadRequest):
     - OpenAI, DeepSeek, llama-cpp-python, vLLM: "maximum context length is 4096 tokens.
       However, you requested 5760 tokens (4160 in the messages, 1600 in the completion)"
       (or "your messages resulted in N tokens", or "your request has N input tokens");
-    - Anthropic: "prompt is too long: 208310 tokens > 200000 maximum";
+    - Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", and "input
+      length and `max_tokens` exceed context limit: 199000 + 8192 > 200000";
     - the llama.cpp server and Ollama: "request (4476 tokens) exceeds the available
       context size (4096 tokens)";
     - Gemini: "The input token count (1200293) exceeds the maximum number of tokens
@@ -174,6 +175,7 @@ OVERFLOWS = (
     (re.compile(r"maximum context length is (\d+) tokens(?:.*?(?:\((\d+) in (?:the messages|your prompt)"
                 r"|resulted in (\d+) tokens|has (\d+) input tokens))?", re.S), 1, (2, 3, 4)),
     (re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"), 2, (1,)),
+    (re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > (\d+)"), 2, (1,)),
     (re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"), 2, (1,)),
     (re.compile(r"input token count \((\d+)\) exceeds the maximum number of tokens allowed \((\d+)\)"), 2, (1,)),
     (re.compile(r"maximum prompt length is (\d+) but the request contains (\d+) tokens"), 1, (2,)),

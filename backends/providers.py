@@ -120,8 +120,9 @@ def reasoning_allowance(request: LLMRequest, rule: ModelRule | None) -> int:
     return rule.allowance if rule is not None and rule.reasoning else 0
 
 
-def _takes(rule: ModelRule | None, param: str, drops: frozenset[str]) -> bool:
-    return param not in drops and (rule is None or param in rule.sampling)
+def _takes(rule: ModelRule | None, param: str, drops: frozenset[str], unknown: bool = True) -> bool:
+    """Whether ``param`` is sent: the rule takes it, or (no rule) ``unknown`` says so; never once refused."""
+    return param not in drops and (unknown if rule is None else param in rule.sampling)
 
 
 def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -313,7 +314,9 @@ def anthropic_body(request: LLMRequest, model: str, rule: ModelRule | None = Non
         "max_tokens": request.max_tokens + reasoning_allowance(request, rule),
         "messages": _joined_turns(request.messages),
     }
-    if _takes(rule, "temperature", drops):
+    # The Messages API no longer lists temperature (anthropic 2.14.0), and the models since Opus 4.7
+    # refuse it: it goes only to models whose rule, with its source, says they take it.
+    if _takes(rule, "temperature", drops, unknown=False):
         body["temperature"] = request.temperature
     if system:
         body["system"] = system

@@ -26,17 +26,18 @@ DROPPABLE = frozenset({
     "temperature", "top_p", "top_k", "seed", "reasoning_effort", "thinking", "thinkingConfig",
     "max_tokens", "response_format",
 })
+_NAME = r"\w+(?:\.\w+)*"  # a parameter, possibly dotted ("generationConfig.thinkingConfig")
 # Where providers name a refused parameter: OpenAI's "Unsupported value: 'temperature' ...",
 # "Unsupported parameter: 'max_tokens' ...", Anthropic's "`temperature` is deprecated for this
 # model.", xAI's "does not support parameter reasoningEffort", "'seed' is not supported with
 # this model", Gemini's 'Unknown name "thinkingConfig"', and "Extra inputs are not permitted".
 _NAMED = (
-    re.compile(r"Unsupported (?:value|parameter):\s*'([\w.]+)'"),
-    re.compile(r"`([\w.]+)` is (?:deprecated|not supported)"),
-    re.compile(r"does not support (?:the )?parameter:?\s*'?([\w.]+)'?"),
-    re.compile(r"'([\w.]+)' is not supported (?:with|by|for) this model"),
-    re.compile(r'Unknown name "([\w.]+)"'),
-    re.compile(r"([\w.]+):?\s+Extra inputs are not permitted"),
+    re.compile(rf"Unsupported (?:value|parameter):\s*'({_NAME})'"),
+    re.compile(rf"`({_NAME})` is (?:deprecated|not supported)"),
+    re.compile(rf"does not support (?:the )?parameter:?\s*'?({_NAME})"),
+    re.compile(rf"'({_NAME})' is not supported (?:with|by|for) this model"),
+    re.compile(rf'Unknown name "({_NAME})"'),
+    re.compile(rf"({_NAME}):?\s+Extra inputs are not permitted"),
 )
 
 
@@ -89,8 +90,8 @@ class Sent:
         self.rules[model] = rule
         if rule is not None and asked_temperature and "temperature" not in rule.sampling:
             self._tell(model, "temperature",
-                       f"{model} takes no temperature ({rule.family}; source: {rule.source.split(';')[0]}); "
-                       "it samples at its default, and the run's manifest says so")
+                       f"{model} takes no temperature (model rule {rule.family!r}, {rule.origin}); it samples "
+                       "at its default, as the run's manifest records")
 
     def drop(self, model: str, param: str, why: str) -> bool:
         """Drop ``param`` for ``model`` after a refusal; False when it was dropped already."""
