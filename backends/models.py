@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from backends.errors import BackendConfigError
+from backends.providers import PRESETS
 
 DEFAULT_RULES = Path(__file__).with_name("models.json")
 ENV_VAR = "SIMCORE_MODEL_RULES"
@@ -119,8 +120,6 @@ def _rule(row: Any, at: str, origin: str) -> ModelRule:
     if unknown:
         raise BackendConfigError(f"{at}.{unknown[0]}: unknown field; known: {', '.join(_FIELDS)}")
     provider = row.get("provider")
-    from backends.providers import PRESETS  # (providers imports nothing from here)
-
     if provider not in PRESETS or provider == "stub":
         raise BackendConfigError(f"{at}.provider: must be a preset ({', '.join(p for p in PRESETS if p != 'stub')}); "
                                  f"got {provider!r}")

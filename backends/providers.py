@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from backends.base import LLMRequest, LLMResponse, Message, Usage
 from backends.errors import BackendConfigError, MalformedResponse, ProviderError
-from backends.models import ModelRule
+
+if TYPE_CHECKING:  # (backends.models reads the presets from here)
+    from backends.models import ModelRule
 
 JSON_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "off")
 
