@@ -23,9 +23,9 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, script: list[tuple[str, str]], usage: Usage = Usage(10, 5)) -> None:
+    def __init__(self, script: list[tuple[str, str]], usage: Usage | None = None) -> None:
         self.script = script
-        self.usage = usage
+        self.usage = usage or Usage(10, 5)
         self.requests: list[LLMRequest] = []
 
     async def complete(self, request: LLMRequest) -> LLMResponse:

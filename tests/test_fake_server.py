@@ -21,9 +21,8 @@ async def server():
 
 
 async def post(srv: FakeServer, path: str, body: dict) -> tuple[int, dict, dict]:
-    async with aiohttp.ClientSession() as http:
-        async with http.post(srv.url + path, json=body) as resp:
-            return resp.status, await resp.json(), dict(resp.headers)
+    async with aiohttp.ClientSession() as http, http.post(srv.url + path, json=body) as resp:
+        return resp.status, await resp.json(), dict(resp.headers)
 
 
 def chat(model: str, **kw) -> dict:

@@ -22,6 +22,7 @@ import importlib
 import json
 import pkgutil
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,7 +91,7 @@ def _reply_schemas() -> dict[str, type]:
         if info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
-        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.keyword) and node.arg == "schema" and isinstance(node.value, ast.Name):
                 obj = getattr(module, node.value.id, None)
@@ -283,4 +284,5 @@ def test_gemini_responses_from_the_sdk_parse():
     cut = genai.GenerateContentResponse.model_validate({
         "candidates": [{"finishReason": "MAX_TOKENS"}],
         "usageMetadata": {"promptTokenCount": 8, "thoughtsTokenCount": 200}})
-    assert parse_gemini(json.loads(cut.model_dump_json(by_alias=True, exclude_none=True))).finish_reason == REASONING_CUT
+    cut_body = json.loads(cut.model_dump_json(by_alias=True, exclude_none=True))
+    assert parse_gemini(cut_body).finish_reason == REASONING_CUT

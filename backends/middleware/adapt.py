@@ -83,12 +83,12 @@ class Sent:
         """The parameters dropped for ``model`` so far."""
         return frozenset(self.dropped.get(model, ()))
 
-    def use(self, model: str, rule: ModelRule | None, asked_temperature: bool) -> None:
+    def use(self, model: str, rule: ModelRule | None) -> None:
         """Note the rule of ``model``; say once on stderr that its temperature is not sent."""
         if model in self.rules:
             return
         self.rules[model] = rule
-        if rule is not None and asked_temperature and "temperature" not in rule.sampling:
+        if rule is not None and "temperature" not in rule.sampling:
             self._tell(model, "temperature",
                        f"{model} takes no temperature (model rule {rule.family!r}, {rule.origin}); it samples "
                        "at its default, as the run's manifest records")

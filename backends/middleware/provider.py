@@ -37,7 +37,7 @@ from backends.middleware.halt import Halt
 from backends.middleware.ledger import Ledger, prompt_upper_estimate
 from backends.middleware.retry import RetryPolicy, parse_retry_after, retry_delay_in_body
 from backends.middleware.stats import Books, CallTally, ProviderStats
-from backends.models import rule_for
+from backends.models import ModelRule, rule_for
 from backends.providers import (
     Preset,
     WireRequest,
@@ -177,7 +177,7 @@ class Provider:
         key = self._key()
         rule = rule_for(self.preset.name, model, self.model_rules)
         sent = self.sent
-        sent.use(model, rule, asked_temperature=True)
+        sent.use(model, rule)
         wire = self._wire(request, model, rule)
         payload = json.dumps(wire.body, ensure_ascii=False).encode()
         max_out = request.max_tokens + reasoning_allowance(request, rule)
@@ -233,7 +233,7 @@ class Provider:
             if reserved:
                 self.ledger.release(reserved)
 
-    def _wire(self, request: LLMRequest, model: str, rule: Any) -> WireRequest:
+    def _wire(self, request: LLMRequest, model: str, rule: ModelRule | None) -> WireRequest:
         """The request as sent now: ``rule`` applied, the parameters refused so far left out."""
         wire = build_request(self.preset, self.base_url, request, model, self.json_mode, rule,
                              self.sent.drops(model))
