@@ -285,18 +285,26 @@ def rate_limited(protocol: str, wait_s: float) -> tuple[dict[str, Any], dict[str
                        "code": "rate_limit_exceeded"}}, {"Retry-After": f"{wait_s:g}"})
 
 
-def overflow_message(protocol: str, window: int, prompt: int, asked: int) -> str | None:
-    """A context-overflow refusal in ``protocol``'s provider's words (None: the provider
-    takes the request; Gemini refuses only a prompt that is too long by itself)."""
+def overflow(protocol: str, window: int, prompt: int, asked: int) -> Refusal | None:
+    """The refusal of a prompt of ``prompt`` tokens and a cap of ``asked`` in a window of
+    ``window``, in its provider's words and shape (None: the provider takes it; Gemini
+    refuses only a prompt too long by itself). Sources: errors quoted in
+    github.com/anthropics/claude-code/issues/59696 (Anthropic),
+    github.com/google-gemini/gemini-cli/issues/6678 (Gemini); llama-cpp-python and vLLM
+    for the OpenAI wording (docs/backends.md, context windows)."""
+    if prompt + asked <= window:
+        return None
     if protocol == "anthropic":
-        if prompt > window:
-            return f"prompt is too long: {prompt} tokens > {window} maximum"
-        return (f"input length and `max_tokens` exceed context limit: {prompt} + {asked} > {window}, decrease input "
+        said = (f"prompt is too long: {prompt} tokens > {window} maximum" if prompt > window else
+                f"input length and `max_tokens` exceed context limit: {prompt} + {asked} > {window}, decrease input "
                 "length or `max_tokens` and try again")
+        return _anthropic_error("context_window", said)
     if protocol == "gemini":
         if prompt <= window:
             return None
-        return f"The input token count ({prompt}) exceeds the maximum number of tokens allowed ({window})."
-    return (f"This model's maximum context length is {window} tokens. However, you requested {prompt + asked} tokens "
-            f"({prompt} in the messages, {asked} in the completion). Please reduce the length of the messages or "
-            "completion.")
+        return _gemini_error("context_window", f"The input token count ({prompt}) exceeds the maximum number of "
+                             f"tokens allowed ({window}).")
+    return _openai_error(
+        "context_window", f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). Please reduce the length "
+        "of the messages or completion.", "messages", "context_length_exceeded")

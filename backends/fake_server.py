@@ -520,22 +520,11 @@ class FakeServer:
             window = self.config.context_window
             if window is not None and (protocol == "openai" or current):
                 _, _, asked, texts = _read_request(protocol, body)
-                prompt = sum(estimate_tokens(t) for t in texts)
-                said = fake_behaviour.overflow_message(protocol, window, prompt, asked) \
-                    if prompt + asked > window else None
-                if said is not None:
+                too_long = fake_behaviour.overflow(protocol, window, sum(estimate_tokens(t) for t in texts), asked)
+                if too_long is not None:
                     status = 400
                     c.too_long += 1
-                    if protocol == "anthropic":
-                        return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
-                                                                             "message": said}}, status=400)
-                    if protocol == "gemini":
-                        return web.json_response({"error": {"code": 400, "message": said,
-                                                             "status": "INVALID_ARGUMENT"}}, status=400)
-                    return web.json_response({"error": {
-                        "message": said, "type": "invalid_request_error", "param": "messages",
-                        "code": "context_length_exceeded",
-                    }}, status=400)
+                    return web.json_response(too_long.body, status=400)
             thinking = fake_behaviour.thinking_tokens(protocol, model, body) if current else 0
             text, finish, prompt_tokens, thought = self._generate(protocol, body, fault, thinking)
             if fault is not None and fault.kind == "json_invalid":

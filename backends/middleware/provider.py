@@ -22,8 +22,8 @@ from backends.errors import (
     BadRequest,
     ContextOverflow,
     MalformedResponse,
-    ProviderError,
     MissingAPIKey,
+    ProviderError,
     RequestTimeout,
     ServerNotListening,
     TransportError,
@@ -175,9 +175,12 @@ class Provider:
         """
         self.halt.check()
         key = self._key()
-        rule = rule_for(self.preset.name, model, self.model_rules)
         sent = self.sent
-        sent.use(model, rule)
+        if model in sent.rules:
+            rule = sent.rules[model]
+        else:
+            rule = rule_for(self.preset.name, model, self.model_rules)
+            sent.use(model, rule)
         wire = self._wire(request, model, rule)
         payload = json.dumps(wire.body, ensure_ascii=False).encode()
         max_out = request.max_tokens + reasoning_allowance(request, rule)
