@@ -9,6 +9,7 @@ behind llama.cpp.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -166,7 +167,7 @@ def test_the_run_browser_lists_and_shows_a_program_study(stub_study) -> None:
     from simcore.view.app import _run_context, _study_context
     from simcore.view.catalog import Catalog
 
-    sdir, out = stub_study
+    _, out = stub_study
     root = Path(out).resolve()
     entries = Catalog(root).scan()
     (study,) = [e for e in entries if e.kind == "study"]
@@ -384,20 +385,20 @@ def test_perturbations_reach_the_program_as_its_api_says_them(sdks, api) -> None
     # call 4 failed for a client that does not retry.
     spec = "replace:nth=0,text='No facts.'+fail:nth=1+blank:nth=3+fail:nth=4"
 
+    sdk = importlib.import_module("anthropic" if api == "messages" else "openai")
+
     async def program(url: str) -> list[Any]:
         out: list[Any] = [await ask(api, url, "q", False), await ask(api, url, "q", False),
                           await ask(api, url, "q", True)]
-        try:
+        with pytest.raises(sdk.InternalServerError) as failed:  # the SDK's own error for a 500
             await ask(api, url, "q", False, max_retries=0)
-        except Exception as exc:  # the SDK's own error for a 500
-            out.append(exc)
-        return out
+        return [*out, failed.value]
 
     (replaced, retried, blanked, error), rec = through_proxy(program, perturbation=spec)
     assert replaced == "No facts." and retried not in ("", "No facts.") and blanked == ""
     assert kinds(rec) == ["llm.call", "llm.reply", "llm.call", "llm.error", "llm.call", "llm.reply",
                           "llm.call", "llm.reply", "llm.call", "llm.error"]
-    assert type(error).__name__ == "InternalServerError" and error.status_code == 500
+    assert error.status_code == 500
     assert "call failed by the perturbation (fail:nth=4)" in str(error)
     if api == "messages":  # Anthropic's error shape: type error, error.type api_error
         assert error.body == {"type": "error", "error": {"type": "api_error",
@@ -475,43 +476,41 @@ def test_tool_calls_and_their_results_cross_the_messages_api(sdks) -> None:
 
 
 def test_a_response_continues_one_it_gave_and_an_unknown_one_is_refused(sdks) -> None:
+    from openai import BadRequestError
+
     async def program(url: str) -> tuple[str, Any]:
         async with openai_client(url, max_retries=0) as client:
             first = await client.responses.create(model="m", instructions="Be brief.", input="Name a colour.")
             second = await client.responses.create(model="m", input="And another?", previous_response_id=first.id)
-            try:
+            with pytest.raises(BadRequestError) as refused:
                 await client.responses.create(model="m", input="Again?", previous_response_id="resp_elsewhere")
-            except Exception as exc:
-                return second.output_text, exc
-        raise AssertionError("an unknown previous_response_id was answered")
+        return second.output_text, refused.value
 
     (text, error), rec = through_proxy(program)
     assert text
     calls = [e for e in rec.trace.events if e.kind == "llm.call"]
     # The second call holds the first's question and reply, not its instructions: 3 messages.
     assert [c.fields["messages"] for c in calls] == [2, 3]
-    assert type(error).__name__ == "BadRequestError" and error.status_code == 400
+    assert error.status_code == 400
     assert "previous_response_id: resp_elsewhere is no response of this run" in str(error)
 
 
 def test_an_endpoint_the_proxy_does_not_speak_is_a_404_that_names_it(sdks) -> None:
+    import anthropic
+    import openai
+
     async def program(url: str) -> list[Exception]:
-        errors = []
         async with openai_client(url, max_retries=0) as client:
-            try:
+            with pytest.raises(openai.NotFoundError) as embeddings:
                 await client.embeddings.create(model="m", input="x")
-            except Exception as exc:
-                errors.append(exc)
         async with anthropic_client(url, max_retries=0) as client:
-            try:
+            with pytest.raises(anthropic.NotFoundError) as count:
                 await client.messages.count_tokens(model="m", messages=[{"role": "user", "content": "x"}])
-            except Exception as exc:
-                errors.append(exc)
-        return errors
+        return [embeddings.value, count.value]
 
     errors, rec = through_proxy(program)
     for error, endpoint in zip(errors, ("POST /v1/embeddings", "POST /v1/messages/count_tokens"), strict=True):
-        assert type(error).__name__ == "NotFoundError" and error.status_code == 404
+        assert error.status_code == 404
         assert f"the capture proxy does not speak {endpoint}; it speaks POST /v1/chat/completions (chat completions), " \
                "POST /v1/responses (Responses API), POST /v1/messages (Messages API), GET /v1/models" in str(error)
     assert rec.unknown_endpoints == {"POST /v1/embeddings": 1, "POST /v1/messages/count_tokens": 1}
@@ -521,7 +520,11 @@ def test_an_endpoint_the_proxy_does_not_speak_is_a_404_that_names_it(sdks) -> No
 def responses_server(seen: list[dict[str, Any]]) -> Any:
     """A Responses-capable upstream: it answers every request with a Response built from the SDK's types."""
     from aiohttp import web
-    from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
+    from openai.types.responses import (
+        Response,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
 
     async def respond(request: web.Request) -> web.Response:
         body = await request.json()
@@ -592,8 +595,10 @@ def test_an_anthropic_upstream_gets_messages_calls_as_they_are(sdks, monkeypatch
 
 
 def test_a_responses_request_in_chat_completions(sdks) -> None:
+    from openai.types.responses.response_create_params import (
+        ResponseCreateParamsNonStreaming,
+    )
     from pydantic import TypeAdapter
-    from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
     from simcore.capture.responses_api import RESPONSES
 
@@ -704,18 +709,38 @@ def test_a_messages_request_in_chat_completions(sdks) -> None:
 
 
 def test_a_call_that_cannot_be_translated_is_refused_in_one_line(sdks) -> None:
+    from openai import BadRequestError
+
     async def program(url: str) -> Any:
         async with openai_client(url, max_retries=0) as client:
-            try:
+            with pytest.raises(BadRequestError) as refused:
                 await client.responses.create(model="m", input="x", tools=[{"type": "web_search"}])
-            except Exception as exc:
-                return exc
+        return refused.value
 
     error, rec = through_proxy(program)
-    assert type(error).__name__ == "BadRequestError"
     assert str(error).count("tools[0]: a web_search tool (hosted by OpenAI) has no chat-completions equivalent, "
                             "and the upstream speaks only chat (--upstream-api)") == 1
     assert kinds(rec) == []  # refused before it became a call
+
+
+@pytest.mark.parametrize("api, body", [
+    ("chat", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+    ("chat", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
+    ("responses", {"model": "m", "max_output_tokens": 9,
+                   "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]}),
+    ("responses", {"model": "m", "input": "Hi"}),
+    ("messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+    ("messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "Hi"}]}),
+])
+def test_the_request_operators_change_each_apis_request(api, body) -> None:
+    from simcore.capture.proxy import APIS
+
+    (wire,) = [a for a in APIS if a.name == api]
+    before = json.loads(json.dumps(body))
+    wire.inject(body, lambda text: text + " Be wrong.")  # inject:on=prompt
+    assert wire.budget(body, 3) == before.get("max_tokens", before.get("max_output_tokens"))  # budget:tokens=3
+    view = wire.to_chat(body)[0]
+    assert as_request(view, "a", 1).messages[-1].content == "Hi Be wrong." and as_request(view, "a", 1).max_tokens == 3
 
 
 @pytest.mark.parametrize("api", ["responses", "messages"])
@@ -766,7 +791,10 @@ def sdk_study(request, sdks, tmp_path_factory) -> tuple[tuple[str, bool], Path, 
     api, stream = request.param
     out = tmp_path_factory.mktemp(f"sdk-{api}")
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()), \
+            pytest.MonkeyPatch.context() as env:
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # the keys the SDKs send: never recorded
+            env.setenv(name, PROGRAM_KEY)
         code = main(["--perturb", "blank:nth=1", "--perturb", "none", "--noise-floor", "0", "--no-plot",
                      "--out", str(out), "--", sys.executable, str(SDK_AGENT), "--api", api,
                      *(["--stream"] if stream else [])])
@@ -791,10 +819,12 @@ def test_the_agent_on_each_sdk_is_studied_with_both_pairs_measured(sdk_study) ->
     assert json.loads((sdir / "study.json").read_text())["definition"]["endpoints"] == {f"POST {path}": 7}
     run = sdir / "runs" / "external" / "pair0-p0"
     events = trace_of(run)
-    assert [e["payload"]["api"] for e in events if e["kind"] == "llm.call"] == [api] * 3
+    calls = [e["payload"] for e in events if e["kind"] == "llm.call"]
+    assert [(c["api"], c.get("stream", False)) for c in calls] == [(api, stream)] * 3
     blanked = [e for e in events if e["kind"] == "llm.reply"][1]
     assert blanked["payload"]["text"] == "" and blanked["payload"]["perturbed"]["chars"][1] == 0
     assert (run / "stdout.txt").read_text().strip() == json.loads((run / "results.json").read_text())["answer"]
+    assert PROGRAM_KEY not in all_text(sdir) + printed
 
 
 # -- secrets ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from simcore.base.config import ConfigError
 from simcore.base.progress import progress_bar

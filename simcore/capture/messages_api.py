@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-from simcore.capture.wire import Api, Reply, chat_text, last_text
+from simcore.capture.wire import Api, Reply, Untranslatable, chat_text, last_text
 
 #: Blocks left out of the chat view: a chat-completions server takes none back.
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -196,8 +197,9 @@ class MessagesApi(Api):
             except ValueError:
                 args = None
             if not isinstance(args, dict):
-                raise ValueError(f"the upstream's call of tool {fn.get('name')!r} has arguments that are no JSON "
-                                 f"object ({str(fn.get('arguments'))[:200]!r}); the Messages API's tool_use needs one")
+                raise Untranslatable(f"the upstream's call of tool {fn.get('name')!r} has arguments that are no JSON "
+                                     f"object ({str(fn.get('arguments'))[:200]!r}); the Messages API's tool_use "
+                                     "needs one")
             content.append({"type": "tool_use", "id": str(call.get("id") or f"toolu_{ident}_{i}"),
                             "name": str(fn.get("name") or ""), "input": args})
         usage = chat.get("usage") if isinstance(chat.get("usage"), Mapping) else {}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 PLACEHOLDER_KEY = "simcore-capture"
 URL_MARK = "{base_url}"
@@ -77,7 +77,7 @@ async def run_program(argv: Sequence[str], base_url: str, seed: int, answer: str
     timed_out = False
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         timed_out = True
         proc.kill()
         out, err = await proc.communicate()

@@ -31,7 +31,8 @@ import dataclasses
 import functools
 import json
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
 
@@ -40,7 +41,14 @@ from simcore.capture.perturb import CallPerturbation, Plan
 from simcore.capture.recording import Recording, Redactor
 from simcore.capture.responses_api import RESPONSES, Conversations
 from simcore.capture.upstream import HttpUpstream, StubUpstream
-from simcore.capture.wire import CHAT, Api, Reply, as_request, tool_names
+from simcore.capture.wire import (
+    CHAT,
+    Api,
+    Reply,
+    Untranslatable,
+    as_request,
+    tool_names,
+)
 
 #: The APIs the proxy speaks, in the order its 404 names them.
 APIS: tuple[Api, ...] = (CHAT, RESPONSES, MESSAGES)
@@ -157,7 +165,7 @@ async def call(request: web.Request, api: Api) -> web.StreamResponse:
             body["model"] = s.model
         view = api.to_chat(body, earlier)[0]
     llm = as_request(view, agent, s.seed, api.name)
-    key = rec.call(agent, fields, llm, api.name)
+    key = rec.call(agent, fields, llm, api.name, stream)
     model = llm.model or s.upstream.spec.model
     if pert is not None and plan.withholds_reply:
         op = plan.fail or plan.drop
@@ -226,7 +234,7 @@ def _answer(api: Api, route: str, answer: Any, body: Mapping[str, Any],
     try:
         # The record keeps the chat reply's usage: a translated reply may have to say 0 where none was given.
         return api.from_chat(answer.data, body, f"{key[0][:24]}{key[1]}"), reply, ""
-    except ValueError as exc:
+    except Untranslatable as exc:
         return None, None, str(exc)
 
 
@@ -317,7 +325,7 @@ class Proxy:
         self.url = f"http://127.0.0.1:{port}/v1"
         return self.url
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from simcore.capture.wire import Api, Reply, chat_text, error_body, last_text
 

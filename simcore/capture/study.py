@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -70,7 +71,7 @@ def _not_simulated(*_: Any) -> Any:
                        "not in a simulated world")
 
 
-def write_program_files(run_dir: Any, world: "CapturedWorld", cfg: ProgramConfig,
+def write_program_files(run_dir: Any, world: CapturedWorld, cfg: ProgramConfig,
                         results: dict[str, Any]) -> dict[str, Any]:
     """``stdout.txt`` and ``stderr.txt``: what the program wrote (secrets redacted)."""
     atomic_write(run_dir / "stdout.txt", world.stdout)

@@ -19,11 +19,11 @@ without one, the program's own key header is passed on. Keys are never recorded
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from backends.base import LLMRequest
 from backends.providers import PRESETS
@@ -120,7 +120,7 @@ class HttpUpstream:
             async with self._session.request(method, self.url + path, json=body, headers=dict(headers)) as resp:
                 raw = await resp.read()
                 status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             message = f"upstream {self.url} unreachable: {type(exc).__name__}"
             return Answer(502, error_body(502, message), message)
         text = raw.decode("utf-8", errors="replace")

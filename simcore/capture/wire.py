@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from backends.base import LLMRequest, LLMResponse, Message
 
@@ -192,6 +193,10 @@ def sse_events(data: Mapping[str, Any], include_usage: bool) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
+class Untranslatable(ValueError):
+    """A reply that one API cannot say in another (its message: one line, why)."""
+
+
 class Api:
     """A wire format the proxy speaks: how its calls are read, recorded, perturbed and answered.
 
@@ -223,7 +228,7 @@ class Api:
         """A chat-completions reply to ``body`` as this API's reply (``ident``: a stable id for it).
 
         Raises:
-            ValueError: the reply cannot be said in this API (one line).
+            Untranslatable: the reply cannot be said in this API.
         """
         raise NotImplementedError
 
