@@ -35,6 +35,7 @@ from simcore.capture.program import Outcome, run_program
 from simcore.capture.proxy import Proxy, Session
 from simcore.capture.recording import Recording, Redactor
 from simcore.capture.upstream import HttpUpstream, StubUpstream
+from simcore.capture.wire import Reply
 from simcore.perturbation.operators import parse_all
 from simcore.perturbation.pairs import (
     SeedRuns,
@@ -112,7 +113,7 @@ class Captured:
     role: str
     recording: Recording
     outcome: Outcome
-    replies: dict[tuple[str, int], tuple[Any, Any]]
+    replies: dict[tuple[str, int], tuple[Any, Reply]]
     perturbation: CallPerturbation | None
     wall_s: float
 
@@ -120,7 +121,7 @@ class Captured:
 async def capture_run(argv: Sequence[str], upstream: StubUpstream | HttpUpstream, redactor: Redactor, seed: int,
                       role: str, *, answer: str = "stdout", timeout_s: float = 600.0, model: str | None = None,
                       perturbation: CallPerturbation | None = None,
-                      baseline: dict[tuple[str, int], tuple[Any, Any]] | None = None) -> Captured:
+                      baseline: dict[tuple[str, int], tuple[Any, Reply]] | None = None) -> Captured:
     """Run the program once through a fresh proxy."""
     recording = Recording(f"{role}-{seed}", redactor)
     session = Session(upstream, recording, redactor, seed, model, perturbation, baseline)
