@@ -337,7 +337,8 @@ async def ask(api: str, url: str, text: str, stream: bool, **options: Any) -> st
     deltas must add up to its final reply)."""
     if api == "messages":
         async with anthropic_client(url, **options) as client:
-            args = {"model": "m", "max_tokens": 32, "system": "Be brief.", "messages": [{"role": "user", "content": text}]}
+            args = {"model": "m", "max_tokens": 32, "system": "Be brief.",
+                    "messages": [{"role": "user", "content": text}]}
             if not stream:
                 return (await client.messages.create(**args)).content[0].text
             async with client.messages.stream(**args) as s:
@@ -511,8 +512,9 @@ def test_an_endpoint_the_proxy_does_not_speak_is_a_404_that_names_it(sdks) -> No
     errors, rec = through_proxy(program)
     for error, endpoint in zip(errors, ("POST /v1/embeddings", "POST /v1/messages/count_tokens"), strict=True):
         assert error.status_code == 404
-        assert f"the capture proxy does not speak {endpoint}; it speaks POST /v1/chat/completions (chat completions), " \
-               "POST /v1/responses (Responses API), POST /v1/messages (Messages API), GET /v1/models" in str(error)
+        assert (f"the capture proxy does not speak {endpoint}; it speaks POST /v1/chat/completions (chat "
+                "completions), POST /v1/responses (Responses API), POST /v1/messages (Messages API), GET /v1/models"
+                in str(error))
     assert rec.unknown_endpoints == {"POST /v1/embeddings": 1, "POST /v1/messages/count_tokens": 1}
     assert rec.endpoints == {} and kinds(rec) == []
 
@@ -723,13 +725,16 @@ def test_a_call_that_cannot_be_translated_is_refused_in_one_line(sdks) -> None:
     assert kinds(rec) == []  # refused before it became a call
 
 
+HI = {"type": "text", "text": "Hi"}
+
+
 @pytest.mark.parametrize("api, body", [
-    ("chat", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+    ("chat", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [HI]}]}),
     ("chat", {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}),
     ("responses", {"model": "m", "max_output_tokens": 9,
                    "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]}),
     ("responses", {"model": "m", "input": "Hi"}),
-    ("messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}),
+    ("messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": [HI]}]}),
     ("messages", {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "Hi"}]}),
 ])
 def test_the_request_operators_change_each_apis_request(api, body) -> None:

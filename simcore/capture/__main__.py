@@ -1,8 +1,9 @@
 """``python -m simcore.capture --perturb SPEC [options] -- PROGRAM [ARGS...]``.
 
 A perturbation study of an external program that calls LLMs through OpenAI's chat
-completions or Responses API or Anthropic's Messages API (see :mod:`simcore.capture`). Exit status: 0 when every baseline finished, 1 when one
-failed, 2 on bad input (one line, nothing run or written).
+completions or Responses API or Anthropic's Messages API (see :mod:`simcore.capture`).
+Exit status: 0 when every baseline finished, 1 when one failed, 2 on bad input (one
+line, nothing run or written).
 """
 
 from __future__ import annotations

@@ -36,7 +36,15 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from simcore.capture.wire import Api, Reply, Untranslatable, chat_text, last_text
+from simcore.capture.wire import (
+    Api,
+    Reply,
+    Untranslatable,
+    chat_content,
+    content_text,
+    last_text,
+    named_event,
+)
 
 #: Blocks left out of the chat view: a chat-completions server takes none back.
 SKIPPED_BLOCKS = ("thinking", "redacted_thinking")
@@ -49,27 +57,14 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text") or "") for b in content if isinstance(b, Mapping) and b.get("type") == "text")
-    return ""
-
-
 def _image(block: Mapping[str, Any]) -> dict[str, Any] | None:
     source = block.get("source") or {}
     if source.get("type") == "base64":
-        return {"type": "image_url", "image_url": {"url": f"data:{source.get('media_type')};base64,{source.get('data')}"}}
+        url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+        return {"type": "image_url", "image_url": {"url": url}}
     if source.get("type") == "url":
         return {"type": "image_url", "image_url": {"url": source.get("url")}}
     return None
-
-
-def _content(parts: list[dict[str, Any]]) -> Any:
-    if all(p["type"] == "text" for p in parts):
-        return "\n".join(p["text"] for p in parts)
-    return parts
 
 
 def _messages(body: Mapping[str, Any], problems: list[str]) -> list[dict[str, Any]]:
@@ -100,7 +95,7 @@ def _messages(body: Mapping[str, Any], problems: list[str]) -> list[dict[str, An
                     problems.append(f"messages[{i}].content[{k}].content: only text blocks have a chat-completions "
                                     "equivalent")
                 results.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""),
-                                "content": _text(inner)})
+                                "content": content_text(inner)})
             elif kind in SKIPPED_BLOCKS:
                 continue
             else:
@@ -109,9 +104,9 @@ def _messages(body: Mapping[str, Any], problems: list[str]) -> list[dict[str, An
                 parts.append({"type": "text", "text": json.dumps(block, sort_keys=True)})
         out += results
         if calls:
-            out.append({"role": role, "content": _content(parts) if parts else None, "tool_calls": calls})
+            out.append({"role": role, "content": chat_content(parts) if parts else None, "tool_calls": calls})
         elif parts or not results:
-            out.append({"role": role, "content": _content(parts)})
+            out.append({"role": role, "content": chat_content(parts)})
     return out
 
 
@@ -142,10 +137,6 @@ def _tool_choice(choice: Any, view: dict[str, Any]) -> None:
         view["parallel_tool_calls"] = False
 
 
-def _sse(event: Mapping[str, Any]) -> bytes:
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-
-
 class MessagesApi(Api):
     """Anthropic's Messages API (see the module docstring)."""
 
@@ -166,7 +157,7 @@ class MessagesApi(Api):
     def to_chat(self, body: Mapping[str, Any],
                 earlier: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
         problems: list[str] = []
-        system = _text(body.get("system"))
+        system = content_text(body.get("system"))
         messages = ([{"role": "system", "content": system}] if system else []) + _messages(body, problems)
         view: dict[str, Any] = {"model": body.get("model"), "messages": messages, "max_tokens": body.get("max_tokens")}
         if body.get("stop_sequences"):
@@ -185,7 +176,7 @@ class MessagesApi(Api):
     def from_chat(self, chat: Mapping[str, Any], body: Mapping[str, Any], ident: str) -> dict[str, Any]:
         choice = chat["choices"][0]
         message = choice.get("message") or {}
-        text = chat_text(message.get("content"))
+        text = content_text(message.get("content"))
         calls = message.get("tool_calls") or []
         content: list[dict[str, Any]] = []
         if text or not calls:
@@ -227,7 +218,7 @@ class MessagesApi(Api):
             prompt = sum(int(raw.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                           "cache_read_input_tokens"))
             usage = (prompt, int(raw.get("output_tokens") or 0))
-        return Reply(_text(blocks), calls, FINISH_REASONS.get(str(stop), str(stop or "stop")), usage,
+        return Reply(content_text(blocks), calls, FINISH_REASONS.get(str(stop), str(stop or "stop")), usage,
                      str(data.get("model") or ""))
 
     def with_text(self, data: Mapping[str, Any], text: str) -> dict[str, Any]:
@@ -246,25 +237,27 @@ class MessagesApi(Api):
 
     def events(self, data: Mapping[str, Any], options: Any) -> Iterator[bytes]:
         usage = dict(data.get("usage") or {})
-        start = {**data, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 0}}
-        yield _sse({"type": "message_start", "message": start})
+        start = {**data, "content": [], "stop_reason": None, "stop_sequence": None,
+                 "usage": {**usage, "output_tokens": 0}}
+        yield named_event({"type": "message_start", "message": start})
         for index, block in enumerate(data["content"]):
+            at = {"index": index}
             if block.get("type") == "text":
-                yield _sse({"type": "content_block_start", "index": index, "content_block": {**block, "text": ""}})
+                yield named_event({"type": "content_block_start", **at, "content_block": {**block, "text": ""}})
                 if block["text"]:
-                    yield _sse({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "text_delta", "text": block["text"]}})
+                    yield named_event({"type": "content_block_delta", **at,
+                                       "delta": {"type": "text_delta", "text": block["text"]}})
             elif block.get("type") == "tool_use":
-                yield _sse({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
-                yield _sse({"type": "content_block_delta", "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+                yield named_event({"type": "content_block_start", **at, "content_block": {**block, "input": {}}})
+                yield named_event({"type": "content_block_delta", **at,
+                                   "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
             else:  # a block of an Anthropic upstream the proxy has no deltas for: whole, at once
-                yield _sse({"type": "content_block_start", "index": index, "content_block": block})
-            yield _sse({"type": "content_block_stop", "index": index})
-        yield _sse({"type": "message_delta", "delta": {"stop_reason": data.get("stop_reason"),
-                                                       "stop_sequence": data.get("stop_sequence")},
-                    "usage": {"output_tokens": int(usage.get("output_tokens") or 0)}})
-        yield _sse({"type": "message_stop"})
+                yield named_event({"type": "content_block_start", **at, "content_block": block})
+            yield named_event({"type": "content_block_stop", **at})
+        yield named_event({"type": "message_delta",
+                           "delta": {k: data.get(k) for k in ("stop_reason", "stop_sequence")},
+                           "usage": {"output_tokens": int(usage.get("output_tokens") or 0)}})
+        yield named_event({"type": "message_stop"})
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")

@@ -274,8 +274,8 @@ async def models(request: web.Request) -> web.Response:
         s.redactor.add(request.headers.get(name))
     s.recording.endpoint(f"GET {request.path}")
     answer = await s.upstream.models(request.headers.get("Authorization"))
-    return web.json_response(answer.data if isinstance(answer.data, dict) else CHAT.error_body(answer.status, answer.text),
-                             status=answer.status)
+    data = answer.data if isinstance(answer.data, dict) else CHAT.error_body(answer.status, answer.text)
+    return web.json_response(data, status=answer.status)
 
 
 def spoken() -> str:

@@ -37,24 +37,25 @@ arguments (``response.content_part.added``, ``response.output_text.delta``,
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from simcore.capture.wire import Api, Reply, chat_text, error_body, last_text
+from simcore.capture.wire import (
+    Api,
+    Reply,
+    chat_content,
+    content_text,
+    error_body,
+    last_text,
+    named_event,
+)
 
 #: Parts of a message item that hold text, by the chat-completions part they become.
 TEXT_PARTS = ("input_text", "output_text", "text")
 #: Input items left out of the chat view: a chat-completions server takes none back.
 SKIPPED_ITEMS = ("reasoning",)
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping) and p.get("type") in TEXT_PARTS)
-    return ""
 
 
 def _message(item: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
@@ -76,9 +77,7 @@ def _message(item: Mapping[str, Any], where: str, problems: list[str]) -> dict[s
         else:
             problems.append(f"{where}.content[{k}]: a {kind or 'untyped'} part has no chat-completions equivalent")
             parts.append({"type": "text", "text": json.dumps(part, sort_keys=True)})
-    if all(p["type"] == "text" for p in parts):
-        return {"role": role, "content": "\n".join(p["text"] for p in parts)}
-    return {"role": role, "content": parts}
+    return {"role": role, "content": chat_content(parts)}
 
 
 def _instructions(body: Mapping[str, Any], problems: list[str]) -> list[dict[str, Any]]:
@@ -109,7 +108,7 @@ def _input(raw: Any, problems: list[str]) -> list[dict[str, Any]]:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             output = item.get("output")
-            text = output if isinstance(output, str) else _text_of(output)
+            text = output if isinstance(output, str) else content_text(output, TEXT_PARTS)
             if isinstance(output, list) and any(isinstance(p, Mapping) and p.get("type") not in TEXT_PARTS
                                                  for p in output):
                 problems.append(f"{where}.output: only text parts have a chat-completions equivalent")
@@ -178,10 +177,6 @@ def _message_item(ident: str, text: str) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
 
 
-def _sse(event: Mapping[str, Any]) -> bytes:
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-
-
 class ResponsesApi(Api):
     """OpenAI's Responses API (see the module docstring)."""
 
@@ -193,10 +188,11 @@ class ResponsesApi(Api):
         if not isinstance(body, dict):
             return "the request body must be a JSON object"
         raw = body.get("input")
-        if not (isinstance(raw, str) or (isinstance(raw, list) and all(isinstance(i, Mapping) for i in raw))):
+        if raw is not None and not (isinstance(raw, str) or (isinstance(raw, list)
+                                                               and all(isinstance(i, Mapping) for i in raw))):
             return "input: must be a string or a list of items"
-        if not raw and not body.get("previous_response_id"):
-            return "input: must not be empty"
+        if not raw and not any(body.get(k) for k in ("previous_response_id", "prompt", "conversation")):
+            return "input: must not be empty (or continue a response: previous_response_id)"
         return None
 
     def to_chat(self, body: Mapping[str, Any],
@@ -227,7 +223,7 @@ class ResponsesApi(Api):
     def from_chat(self, chat: Mapping[str, Any], body: Mapping[str, Any], ident: str) -> dict[str, Any]:
         choice = chat["choices"][0]
         message = choice.get("message") or {}
-        text = chat_text(message.get("content"))
+        text = content_text(message.get("content"))
         calls = message.get("tool_calls") or []
         output: list[dict[str, Any]] = []
         if text or not calls:
@@ -261,10 +257,11 @@ class ResponsesApi(Api):
         }
 
     def read(self, data: Any) -> Reply | None:
-        if not isinstance(data, Mapping) or data.get("object") != "response" or not isinstance(data.get("output"), list):
+        output = data.get("output") if isinstance(data, Mapping) and data.get("object") == "response" else None
+        if not isinstance(output, list):
             return None
         texts, calls = [], []
-        for item in data["output"]:
+        for item in output:
             kind = item.get("type") if isinstance(item, Mapping) else None
             if kind == "message":
                 texts += [str(p.get("text") or "") for p in item.get("content") or []
@@ -303,43 +300,44 @@ class ResponsesApi(Api):
         return out
 
     def events(self, data: Mapping[str, Any], options: Any) -> Iterator[bytes]:
-        seq = iter(range(1 << 30))
+        seq = itertools.count()
         start = {**data, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
         for kind in ("response.created", "response.in_progress"):
-            yield _sse({"type": kind, "sequence_number": next(seq), "response": start})
+            yield named_event({"type": kind, "sequence_number": next(seq), "response": start})
         for index, item in enumerate(data["output"]):
             where = {"output_index": index}
             if item.get("type") == "message":
-                yield _sse({"type": "response.output_item.added", "sequence_number": next(seq), **where,
+                yield named_event({"type": "response.output_item.added", "sequence_number": next(seq), **where,
                             "item": {**item, "status": "in_progress", "content": []}})
                 for k, part in enumerate(item.get("content") or []):
                     at = {"item_id": item["id"], **where, "content_index": k}
                     empty = {**part, "text": ""} if part.get("type") == "output_text" else part
-                    yield _sse({"type": "response.content_part.added", "sequence_number": next(seq), **at,
+                    yield named_event({"type": "response.content_part.added", "sequence_number": next(seq), **at,
                                 "part": empty})
                     if part.get("type") == "output_text":
                         if part["text"]:
-                            yield _sse({"type": "response.output_text.delta", "sequence_number": next(seq), **at,
+                            yield named_event({"type": "response.output_text.delta", "sequence_number": next(seq), **at,
                                         "delta": part["text"], "logprobs": []})
-                        yield _sse({"type": "response.output_text.done", "sequence_number": next(seq), **at,
+                        yield named_event({"type": "response.output_text.done", "sequence_number": next(seq), **at,
                                     "text": part["text"], "logprobs": []})
-                    yield _sse({"type": "response.content_part.done", "sequence_number": next(seq), **at,
+                    yield named_event({"type": "response.content_part.done", "sequence_number": next(seq), **at,
                                 "part": part})
             elif item.get("type") == "function_call":
-                yield _sse({"type": "response.output_item.added", "sequence_number": next(seq), **where,
+                yield named_event({"type": "response.output_item.added", "sequence_number": next(seq), **where,
                             "item": {**item, "status": "in_progress", "arguments": ""}})
                 at = {"item_id": item["id"], **where}
                 if item["arguments"]:
-                    yield _sse({"type": "response.function_call_arguments.delta", "sequence_number": next(seq),
+                    yield named_event({"type": "response.function_call_arguments.delta", "sequence_number": next(seq),
                                 **at, "delta": item["arguments"]})
-                yield _sse({"type": "response.function_call_arguments.done", "sequence_number": next(seq), **at,
+                yield named_event({"type": "response.function_call_arguments.done", "sequence_number": next(seq), **at,
                             "name": item["name"], "arguments": item["arguments"]})
             else:  # an item of a Responses-capable upstream the proxy has no events for: whole, at once
-                yield _sse({"type": "response.output_item.added", "sequence_number": next(seq), **where,
+                yield named_event({"type": "response.output_item.added", "sequence_number": next(seq), **where,
                             "item": item})
-            yield _sse({"type": "response.output_item.done", "sequence_number": next(seq), **where, "item": item})
+            yield named_event({"type": "response.output_item.done", "sequence_number": next(seq), **where,
+                               "item": item})
         end = "response.incomplete" if data.get("status") == "incomplete" else "response.completed"
-        yield _sse({"type": end, "sequence_number": next(seq), "response": data})
+        yield named_event({"type": end, "sequence_number": next(seq), "response": data})
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return error_body(status, message, "invalid_request_error" if status < 500 else "server_error")
@@ -374,7 +372,7 @@ def output_as_chat(data: Mapping[str, Any]) -> dict[str, Any]:
     text, calls = "", []
     for item in data.get("output") or []:
         if item.get("type") == "message":
-            text += _text_of(item.get("content"))
+            text += content_text(item.get("content"), TEXT_PARTS)
         elif item.get("type") == "function_call":
             calls.append({"id": item.get("call_id"), "type": "function",
                           "function": {"name": item.get("name"), "arguments": item.get("arguments")}})

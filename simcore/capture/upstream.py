@@ -32,8 +32,11 @@ from backends.stub import StubBackend
 from simcore.base.config import ConfigError
 from simcore.capture.wire import API_NAMES, error_body, reply_body
 
-#: What a preset's server speaks, where it is more than chat completions (documented by each provider:
-#: OpenAI serves /v1/responses beside /v1/chat/completions; Anthropic serves /v1/messages only).
+#: What a preset's server speaks where it is not chat completions alone (checked 2026-11-28): OpenAI
+#: serves /v1/responses beside /v1/chat/completions (developers.openai.com/api/reference); Anthropic serves
+#: /v1/messages (platform.claude.com/docs/en/api/messages), and its OpenAI-compatibility layer
+#: (platform.claude.com/docs/en/api/openai-sdk) is left out: Anthropic calls it a way to test, not for
+#: production, and it ignores response_format (--upstream-api messages,chat takes it all the same).
 SPEAKS = {"openai": ("chat", "responses"), "anthropic": ("messages",)}
 #: Where each API's calls go, after the upstream's base URL.
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}

@@ -18,6 +18,7 @@ The chat-completions format itself:
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -45,11 +46,24 @@ def message_text(message: Mapping[str, Any]) -> str:
     return text
 
 
-def chat_text(content: Any) -> str:
-    """A reply message's content as text (its text parts joined, where it has parts)."""
+def content_text(content: Any, kinds: tuple[str, ...] = ("text",)) -> str:
+    """A message's content as text: a string as it is, a list of parts as its text parts (of the types
+    ``kinds``) joined, anything else as ""."""
     if isinstance(content, list):
-        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
-    return "" if content is None else str(content)
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping) and p.get("type") in kinds)
+    return content if isinstance(content, str) else ""
+
+
+def chat_content(parts: list[dict[str, Any]]) -> Any:
+    """Chat-completions content from parts: one string where they are all text, else the parts."""
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def named_event(event: Mapping[str, Any]) -> bytes:
+    """A server-sent event named by its ``type`` (as the Responses and Messages APIs stream them)."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
 def tool_names(body: Mapping[str, Any]) -> list[str]:
@@ -197,7 +211,7 @@ class Untranslatable(ValueError):
     """A reply that one API cannot say in another (its message: one line, why)."""
 
 
-class Api:
+class Api(abc.ABC):
     """A wire format the proxy speaks: how its calls are read, recorded, perturbed and answered.
 
     Attributes:
@@ -210,10 +224,11 @@ class Api:
     label = ""
     paths: tuple[str, ...] = ()
 
+    @abc.abstractmethod
     def check(self, body: Any) -> str | None:
         """Why ``body`` is no request of this API, in one line; None when it is one."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def to_chat(self, body: Mapping[str, Any],
                 earlier: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
         """The request's chat-completions view, and what of it has no chat-completions equivalent
@@ -222,40 +237,39 @@ class Api:
         ``earlier``: the conversation a request continues (the Responses API's
         ``previous_response_id``), where the API has such a thing.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def from_chat(self, chat: Mapping[str, Any], body: Mapping[str, Any], ident: str) -> dict[str, Any]:
         """A chat-completions reply to ``body`` as this API's reply (``ident``: a stable id for it).
 
         Raises:
             Untranslatable: the reply cannot be said in this API.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read(self, data: Any) -> Reply | None:
         """What the proxy keeps of a reply body, or None when it is no reply of this API."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def with_text(self, data: Mapping[str, Any], text: str) -> dict[str, Any]:
         """A copy of a reply body whose text (what :meth:`read` reads as ``text``) is ``text``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def events(self, data: Mapping[str, Any], options: Any) -> Iterator[bytes]:
         """A complete reply as the server-sent events of a streamed one (``options``: the request's
         ``stream_options``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         """An error body in the shape this API's SDK reads."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def inject(self, body: dict[str, Any], transform: Callable[[str], str]) -> None:
         """Change the text of the request's last message in place (``inject on=prompt``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def budget(self, body: dict[str, Any], tokens: int) -> Any:
         """Set the request's token limit in place; returns the limit it had (None: none)."""
-        raise NotImplementedError
 
 
 def last_text(parts: list[Any], transform: Callable[[str], str], kinds: tuple[str, ...], new: str) -> None:
