@@ -519,6 +519,31 @@ def test_an_endpoint_the_proxy_does_not_speak_is_a_404_that_names_it(sdks) -> No
     assert rec.endpoints == {} and kinds(rec) == []
 
 
+EMBEDDER = """\
+import json, os, urllib.error, urllib.request
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/embeddings", data=b'{"input": "x"}',
+                             headers={"Content-Type": "application/json"})
+try:
+    urllib.request.urlopen(req)
+except urllib.error.HTTPError as exc:
+    print(exc.code, json.loads(exc.read())["error"]["message"])
+"""
+
+
+def test_a_study_says_which_endpoints_its_program_called(tmp_path, capsys) -> None:
+    script = tmp_path / "embedder.py"
+    script.write_text(EMBEDDER)
+    assert main(["--perturb", "none", "--noise-floor", "0", "--no-plot", "--out", str(tmp_path / "out"), "--",
+                 sys.executable, str(script)]) == 0
+    printed = capsys.readouterr().out
+    assert ("endpoints: none (the program made no call through the proxy)\n"
+            "not spoken by the proxy (answered 404): POST /v1/embeddings (2 calls)\n") in printed
+    results = json.loads((study_dir(tmp_path / "out") / "runs" / "external" / "pair0-baseline" /
+                          "results.json").read_text())
+    assert results["answer"].startswith("404 the capture proxy does not speak POST /v1/embeddings; it speaks ")
+    assert results["unknown_endpoints"] == {"POST /v1/embeddings": 1} and results["endpoints"] == {}
+
+
 def responses_server(seen: list[dict[str, Any]]) -> Any:
     """A Responses-capable upstream: it answers every request with a Response built from the SDK's types."""
     from aiohttp import web
