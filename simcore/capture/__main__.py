@@ -1,8 +1,9 @@
 """``python -m simcore.capture --perturb SPEC [options] -- PROGRAM [ARGS...]``.
 
-A perturbation study of an external program that speaks the OpenAI chat API (see
-:mod:`simcore.capture`). Exit status: 0 when every baseline finished, 1 when one
-failed, 2 on bad input (one line, nothing run or written).
+A perturbation study of an external program that calls LLMs through OpenAI's chat
+completions or Responses API or Anthropic's Messages API (see :mod:`simcore.capture`).
+Exit status: 0 when every baseline finished, 1 when one failed, 2 on bad input (one
+line, nothing run or written).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import json
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from simcore.base.config import ConfigError
 from simcore.base.progress import progress_bar
@@ -25,13 +26,16 @@ from simcore.runs.args import OneLineParser, fail, parse_int, parse_seed
 PROG = "python -m simcore.capture"
 
 EPILOG = f"""\
-The program gets the proxy's URL in OPENAI_BASE_URL (and OPENAI_API_BASE,
-SIMCORE_CAPTURE_URL), or in place of {{base_url}} in its arguments. Its answer
-is what it prints (stdout), or the file --answer names.
+The proxy speaks POST /v1/chat/completions, /v1/responses (OpenAI) and
+/v1/messages (Anthropic). The program gets its URL in OPENAI_BASE_URL (and
+OPENAI_API_BASE, SIMCORE_CAPTURE_URL), without /v1 in ANTHROPIC_BASE_URL, or in
+place of {{base_url}} in its arguments. Its answer is what it prints (stdout), or
+the file --answer names.
 
 SPEC: OPERATOR[:KEY=VALUE,...] as for a simulation's study; for a program:
 replace, truncate, blank, inject (the reply; inject on=prompt: the request),
-drop (no reply: the connection is closed), fail (HTTP 500), delay (by=S seconds),
+drop (no reply: the connection is closed), fail (HTTP 500, the API's error
+body), delay (by=S seconds),
 budget (tokens=N), none. nth=K picks the K-th call (from 0) that matches the
 selector; agent is the caller's X-Simcore-Agent header (default: program).
 
@@ -48,7 +52,8 @@ def build_parser() -> OneLineParser:
         prog=PROG,
         description=textwrap.fill(
             "Perturbation study of an external program: each run goes through a recording proxy on "
-            "127.0.0.1 that forwards the program's chat calls upstream, records them as a simcore trace "
+            "127.0.0.1 that forwards the program's LLM calls (OpenAI chat completions or Responses, Anthropic "
+            "Messages) upstream, records them as a simcore trace "
             "and, in perturbed runs, perturbs the replies it receives. Writes <out>/perturbation/"
             "<study-id>/ as a study of a simulation does (study.json, pairs.csv, summary.csv, report.md, "
             "plots/, runs/external/...).", 80
@@ -64,8 +69,12 @@ def build_parser() -> OneLineParser:
                         "(default: 1; 0 leaves the floor unmeasured, with a warning)")
     parser.add_argument("--seed", default="42", help="first pair's seed (SIMCORE_SEED; the stub's seed)")
     parser.add_argument("--upstream", default="stub",
-                        help="where calls go: stub (simcore's, in process), an OpenAI-protocol preset "
-                        "(openai, openrouter, llamacpp, ollama, vllm, ...) or a base URL (default: stub)")
+                        help="where calls go: stub (simcore's, in process), a preset (openai, anthropic, "
+                        "openrouter, llamacpp, ollama, vllm, ...) or a base URL (default: stub)")
+    parser.add_argument("--upstream-api", default=None, metavar="APIS",
+                        help="what the upstream speaks, comma-separated of chat, responses, messages (default: "
+                        "openai chat,responses; anthropic messages; any other chat). A call in an API it speaks "
+                        "is forwarded as it is; any other is translated to chat completions")
     parser.add_argument("--api-key-env", default=None, metavar="VAR",
                         help="environment variable holding the upstream's key (default: the preset's; "
                         "none: the program's own Authorization header is passed on)")
@@ -81,6 +90,17 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--json", action="store_true", help="print the study summary as JSON")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     return parser
+
+
+def format_endpoints(definition: dict) -> str:
+    """Which endpoints the program called, over the study's runs (and those the proxy does not speak)."""
+    def listed(counts: dict[str, int]) -> str:
+        return "; ".join(f"{e} ({n} call{'s' * (n != 1)})" for e, n in counts.items())
+
+    line = f"endpoints: {listed(definition['endpoints']) or 'none (the program made no call through the proxy)'}"
+    if definition["unknown_endpoints"]:
+        line += f"\nnot spoken by the proxy (answered 404): {listed(definition['unknown_endpoints'])}"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not 1 <= timeout <= 86400:
             raise ConfigError(f"timeout: must be a number of seconds from 1 to 86400, got {args.timeout!r}")
         specs = check_capture(command, args.perturb, pairs, noise, args.reuse, args.answer)
-        upstream = make_upstream(args.upstream, args.api_key_env, args.model, timeout)
+        upstream = make_upstream(args.upstream, args.api_key_env, args.model, timeout, args.upstream_api)
         check_out_dir(args.out)
     except ConfigError as exc:
         fail(str(exc))
@@ -123,11 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps({
             "study_dir": str(study_dir), "warnings": res.warnings(),
+            "endpoints": res.definition["endpoints"], "unknown_endpoints": res.definition["unknown_endpoints"],
             "noise_floor": {k: v for k, v in res.noise.items() if k != "reruns"}, "calls": calls,
             "summary": res.summary().to_dict(orient="records"), "files": res.files,
         }, indent=2, sort_keys=True, default=str))
     else:
         print(f"program: {res.definition['command']}")
+        print(format_endpoints(res.definition))
         print(format_summary(res, calls))
         print(f"study directory: {study_dir} (runs took {study.wall_s:.2f} s)")
     return 1 if failed else 0
