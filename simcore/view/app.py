@@ -629,7 +629,7 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
     # Key metrics first, then the rest by name.
     ordered = [*words.key_names(metric_names), *sorted(metric_names)]
     ctx["metric_names"] = [words.name(n) for n in dict.fromkeys(ordered)]
-    formats = {n.name: words.format(n.name, [r["metrics"].get(n.name) for r in ctx["rows"]])
+    formats = {n.name: words.format(n.name, [r["metrics"].get(n.name) for r in ctx["rows"]], trials=True)
                for n in ctx["metric_names"]}
     for r in ctx["rows"]:
         r["texts"] = {n: formats[n].text(r["metrics"].get(n)) for n in formats}
@@ -687,7 +687,8 @@ def _cell_table(words: Vocabulary, summary: Mapping[str, Any] | None, rows: Sequ
             for k, v in r["metrics"].items():
                 if is_number(v):
                     g["values"].setdefault(k, []).append(v)
-        for _, g in sorted(cells.items()):
+        order = {c: i for i, c in enumerate(conditions)}
+        for _, g in sorted(cells.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 0))):
             groups.append({**g, "stats": {k: {"mean": sum(v) / len(v)} for k, v in g.pop("values").items()}})
     names = words.key_names({k: 0.0 for g in groups for k in g["stats"]})
     columns = []

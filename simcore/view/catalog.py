@@ -236,8 +236,8 @@ def _parse_cell(quality: dict[str, Any] | None) -> str | None:
     share = unreadable_share(quality)
     reasked = sum(int(c.get("reasked", 0)) for c in quality.values())
     n = sum(int(c.get("replies", 0)) for c in quality.values())
-    text = f"{n} replies, {share:.0%} unreadable" if share is not None else f"{n} replies"
-    return text + (f", {reasked} re-asked" if reasked else "")
+    text = f"{n:,} replies, {share:.0%} unreadable" if share is not None else f"{n:,} replies"
+    return text + (f", {reasked:,} re-asked" if reasked else "")
 
 
 def _run(path: Path, entry: Entry) -> None:
@@ -409,8 +409,9 @@ def _cell_means(entry: Entry, layout: "SweepLayout", summary: dict[str, Any] | N
                 if isinstance(v, (int, float)):
                     values.setdefault(n, []).append(float(v))
         names = [n for _, values in cells.values() for n in values]
+        order = {c: i for i, c in enumerate(layout.conditions)}
         means = [(params, cond, {n: sum(v) / len(v) for n, v in values.items()})
-                 for (_, cond), (params, values) in sorted(cells.items())]
+                 for (_, cond), (params, values) in sorted(cells.items(), key=lambda kv: (kv[0][0], order[kv[0][1]]))]
     key = next(iter(words.key_names(dict.fromkeys(names, 0.0))), None)
     if key is None:
         return

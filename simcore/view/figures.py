@@ -127,9 +127,9 @@ class Vocabulary:
         return Name(name, info.label if info is not None else name, " ".join(bits),
                     None if info is None else glossary_anchor(self.scope, pattern))
 
-    def format(self, name: str, values: Iterable[Any]) -> Format:
-        """The format of one metric's column of ``values``."""
-        return format_for(values, metric_of(self.metrics, name), kind_of(self.kinds, name))
+    def format(self, name: str, values: Iterable[Any], trials: bool = False) -> Format:
+        """The format of one metric's column of ``values`` (``trials``: one per trial)."""
+        return format_for(values, metric_of(self.metrics, name), kind_of(self.kinds, name), trials)
 
     def resolved(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Metrics with float noise as 0, each against its declared kind's range."""

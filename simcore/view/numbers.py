@@ -11,7 +11,8 @@ counts things. :func:`format_for` turns those and the values a column will show 
 - any other number: three significant digits of the column's largest value, the same
   number of decimals for every row (``0.744``, ``0.030``; ``264``; ``3.67``), thousands
   separated, and its unit after it (``264 s``);
-- true/false as yes/no, a label as it is, a missing value as ``-``.
+- true/false as yes/no (and a yes/no proportion whose values are all 0 or 1), a label as
+  it is, a missing value as ``-``.
 
 p-values print as ``0.046`` or ``<0.001``. Values within float noise of 0 are made 0
 before they get here (:mod:`simcore.view.figures`).
@@ -57,6 +58,7 @@ class Format:
     money: bool = False
     percent: bool = False
     unit: str = ""
+    yes_no: bool = False
 
     def text(self, v: Any) -> str:
         """A value."""
@@ -86,7 +88,7 @@ class Format:
         return f"{self.text(low)} to {self.text(high)}"
 
     def _text(self, v: Any, signed: bool) -> str:
-        if isinstance(v, bool):
+        if isinstance(v, bool) or self.yes_no and v in (0, 1):
             return "yes" if v else "no"
         if isinstance(v, str):
             return v
@@ -111,11 +113,16 @@ def _sign(v: float, signed: bool) -> str:
     return "-" if v < 0 else ("+" if signed else "")
 
 
-def format_for(values: Iterable[Any], metric: Metric | None = None, kind: Kind | None = None) -> Format:
-    """The format of a column of one metric's ``values`` (or of one value)."""
+def format_for(values: Iterable[Any], metric: Metric | None = None, kind: Kind | None = None,
+               trials: bool = False) -> Format:
+    """The format of a column of one metric's ``values`` (or of one value); ``trials``: one value
+    per trial, where a yes/no outcome stored as 0 and 1 (a sweep's ledger) reads as yes/no."""
     values = list(values)
     if metric is not None and metric.percent:
         return Format(1, percent=True)
+    nums = [v for v in values if is_number(v)]
+    if trials and kind is not None and kind.name == "proportion" and nums and all(v in (0, 1) for v in nums):
+        return Format(0, yes_no=True)
     decimals = 0 if kind is not None and kind.name == "count" and all(
         isinstance(v, int) or is_number(v) and float(v).is_integer() for v in values if is_number(v)) \
         else decimals_for(values)
