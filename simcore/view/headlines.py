@@ -42,7 +42,7 @@ def _failed(what: str, exc: BaseException) -> str:
 
 def run_headline(manifest: Mapping[str, Any], results: Mapping[str, Any]) -> Headline:
     """What ``python -m simcore.run`` printed about this run."""
-    name = results.get("scenario") or manifest.get("scenario")
+    name = manifest.get("scenario") or results.get("scenario")
     scenario = scenario_named(name)
     if scenario is None:
         return (summary_lines(results.get("parse_quality") or {}),
