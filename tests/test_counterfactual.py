@@ -100,7 +100,7 @@ def test_a_groups_trials_sit_inside_its_directory(tmp_path):
     ids = s["run_A_trial_ids"] + s["run_B_trial_ids"]
     assert sorted(p.name for p in (group / TRIALS_DIR).iterdir()) == sorted(ids) and len(ids) == 6
     assert all((trial_dir(group, s, rid) / "manifest.json").is_file() for rid in ids)
-    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", TRIALS_DIR}
+    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", "heartbeat.json", TRIALS_DIR}
 
 
 def test_trial_dir_finds_trials_of_older_groups_beside_them_and_refuses_paths():

@@ -860,7 +860,7 @@ def test_downloads_stay_inside_the_entry_and_refuse_a_changed_file(runs, tmp_pat
         status, body = asyncio.run(_raw_get(root, f"/file/{run}?name={name}"))
         assert status == 404 and "SECRET" not in body, (name, status)
     assert asyncio.run(_raw_get(root, f"/file/{ids['sweep']}?name=.lock"))[0] == 404  # hidden: never offered
-    assert asyncio.run(_raw_get(root, f"/file/linked?name=manifest.json"))[0] == 404  # a linked entry
+    assert asyncio.run(_raw_get(root, "/file/linked?name=manifest.json"))[0] == 404  # a linked entry
     status, body = asyncio.run(_raw_get(root, f"/file/{ids['leaky']}?name=manifest.json"))
     assert status == 422 and "SECRET" not in body  # a manifest linked from outside
     # A file changed after its manifest recorded it is refused, naming it.

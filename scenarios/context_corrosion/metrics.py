@@ -33,7 +33,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simcore.api import Metric, compare_metrics, continuous, count, decision_p, describe, score
+from simcore.api import (
+    Metric,
+    compare_metrics,
+    continuous,
+    count,
+    decision_p,
+    describe,
+    score,
+)
 
 PHASE1, DISCUSSION, FINAL = "phase1", "discussion", "final"
 Vectors = Mapping[tuple[str, int, str], np.ndarray]

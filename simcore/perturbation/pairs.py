@@ -25,7 +25,6 @@ from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
 from backends.session import RunBackend, TrialBackend
 from simcore.analysis import readability
-from simcore.analysis.glossary import Metric
 from simcore.analysis.divergence import (
     classify_manifestation,
     comparable_signatures,
@@ -33,6 +32,7 @@ from simcore.analysis.divergence import (
     control_flow,
     manifestation_group,
 )
+from simcore.analysis.glossary import Metric
 from simcore.base.config import Config, ConfigError
 from simcore.base.rng import derive_seed
 from simcore.perturbation.operators import Perturbation, parse_perturbation

@@ -65,10 +65,23 @@ from simcore.runs.counterfactual import trial_dir
 from simcore.runs.scenario import installed_scenarios
 from simcore.sim.trace import TraceEvent
 from simcore.view import headlines, timeline
-from simcore.view.catalog import Catalog, Entry, SweepLayout, arm_label, kind_of, ledger_rows
+from simcore.view.catalog import (
+    Catalog,
+    Entry,
+    SweepLayout,
+    arm_label,
+    kind_of,
+    ledger_rows,
+)
 from simcore.view.compare import Pair, event_text, pair_of, text_differences
 from simcore.view.downloads import offered, read_offered
-from simcore.view.figures import Vocabulary, glossary_anchor, scenario_named, study_vocabulary, vocabulary
+from simcore.view.figures import (
+    Vocabulary,
+    glossary_anchor,
+    scenario_named,
+    study_vocabulary,
+    vocabulary,
+)
 from simcore.view.numbers import MISSING, Format, is_number
 from simcore.view.paths import BadId, guard, inside, resolve_id, split_id
 from simcore.view.tables import comparison_table
@@ -726,7 +739,7 @@ async def sweep_rows(request: web.Request) -> web.Response:
 async def progress(request: web.Request) -> web.Response:
     """A running sweep's or group's progress line (the page polls it; it says ``finished`` once a
     summary is written, and the page then reloads)."""
-    eid, path = _entry_dir(request, "sweep", "group")
+    _, path = _entry_dir(request, "sweep", "group")
     ctx: dict[str, Any] = {"damage": []}
     done = (path / "summary.json").exists()
     beat = None if done else await _in_thread(_progress_of, path, request.app[CLOCK_KEY](), ctx)
@@ -789,7 +802,7 @@ def _glossary_context() -> dict[str, Any]:
         scenario = scenario_named(item.name) if item.ok and "<" not in item.name else None
         if scenario is None or not scenario.metrics:
             continue
-        sections.append(_glossary_section(scenario.name, item.description, vocabulary(scenario.name)))
+        sections.append(_glossary_section(scenario.name, scenario.description, vocabulary(scenario.name)))
     sections.append(_glossary_section("study", "A perturbation study's tables: each pair of a clean baseline and "
                                       "its perturbed run, and the summary per perturbation.", study_vocabulary()))
     return {"sections": sections, "crumbs": [("glossary", None, "")], "damage": []}
@@ -845,7 +858,7 @@ async def plot(request: web.Request) -> web.Response:
 
 async def download(request: web.Request) -> web.Response:
     """A file the entry's page offers, as an attachment (:func:`simcore.view.downloads.read_offered`)."""
-    eid, path = _entry_dir(request)
+    _, path = _entry_dir(request)
     name = request.query.get("name", "")
     try:
         data, content_type = await _in_thread(read_offered, request.app[ROOT_KEY], path, name)

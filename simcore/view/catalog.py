@@ -51,9 +51,9 @@ from simcore.base.files import (
     read_sweep_definition,
     read_trace,
 )
+from simcore.base.heartbeat import HEARTBEAT
 from simcore.replies.quality import merge, unreadable_share
 from simcore.runs.counterfactual import TRIALS_DIR, trial_dir
-from simcore.base.heartbeat import HEARTBEAT
 from simcore.view.figures import Figure, Name, study_vocabulary, vocabulary
 from simcore.view.paths import MAX_DEPTH, SEGMENT, BadId, entry_id, guard, resolve_id
 
