@@ -70,6 +70,7 @@ from simcore.view.catalog import (
     Entry,
     SweepLayout,
     arm_label,
+    cell_groups,
     kind_of,
     ledger_rows,
 )
@@ -667,7 +668,8 @@ def _sweep_context(root: Path, eid: str, path: Path, now: float) -> dict[str, An
     else:
         ctx["progress"] = _progress_of(path, now, ctx)
         ctx["finish"] = finish_command((ctx["definition"] or {}).get("scenario", "SCENARIO"), path)
-    ctx["cells"] = _cell_table(words, ctx["summary"], ctx["rows"], ctx["conditions"])
+    groups = cell_groups(SweepLayout.of(ctx["definition"]), ctx["summary"], ctx["rows"])
+    ctx["cells"] = _cell_table(words, groups, ctx["conditions"], ctx["summary"] is not None)
     comparisons = []
     for c in (ctx["summary"] or {}).get("comparisons") or []:
         result = c.get("result") or {}
@@ -679,30 +681,10 @@ def _sweep_context(root: Path, eid: str, path: Path, now: float) -> dict[str, An
     return ctx
 
 
-def _cell_table(words: Vocabulary, summary: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]],
-                conditions: Sequence[str]) -> dict[str, Any]:
-    """The key metrics per grid cell and condition: each one's mean (and 95% interval) from the
-    summary once it is written, else the mean of the trials written so far."""
-    groups = []
-    if summary is not None:
-        for g in summary.get("groups") or []:
-            groups.append({"params": g.get("params") or {}, "condition": g.get("condition"), "n": g.get("n"),
-                           "stats": {k: (m or {}) for k, m in (g.get("metrics") or {}).items()}})
-    else:
-        cells: dict[tuple[int, str], dict[str, Any]] = {}
-        for r in rows:
-            if r.get("status") != "ok":
-                continue
-            g = cells.setdefault((r["cell"], r["condition"]), {"params": {k: json.loads(v) for k, v in
-                                                                          r["params"].items()},
-                                                               "condition": r["condition"], "n": 0, "values": {}})
-            g["n"] += 1
-            for k, v in r["metrics"].items():
-                if is_number(v):
-                    g["values"].setdefault(k, []).append(v)
-        order = {c: i for i, c in enumerate(conditions)}
-        for _, g in sorted(cells.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 0))):
-            groups.append({**g, "stats": {k: {"mean": sum(v) / len(v)} for k, v in g.pop("values").items()}})
+def _cell_table(words: Vocabulary, groups: Sequence[Mapping[str, Any]], conditions: Sequence[str],
+                from_summary: bool) -> dict[str, Any]:
+    """The key metrics per grid cell and condition (:func:`simcore.view.catalog.cell_groups`): each
+    one's mean, and its 95% interval once the summary is written."""
     names = words.key_names({k: 0.0 for g in groups for k in g["stats"]})
     columns = []
     for k in names:
@@ -710,10 +692,8 @@ def _cell_table(words: Vocabulary, summary: Mapping[str, Any] | None, rows: Sequ
         fmt = words.format(k, [s.get(x) for s in stats for x in ("mean", "ci_low", "ci_high")])
         columns.append({"name": words.name(k), "cells": [
             {"mean": fmt.text(at_resolution(s.get("mean"), group_scale(s) if s.get("bounds") else None)),
-             "ci": fmt.span(s.get("ci_low"), s.get("ci_high"))}
-            for s in stats]})
-    return {"groups": groups, "columns": columns, "conditioned": len(conditions) > 1,
-            "from_summary": summary is not None}
+             "ci": fmt.span(s.get("ci_low"), s.get("ci_high"))} for s in stats]})
+    return {"groups": groups, "columns": columns, "conditioned": len(conditions) > 1, "from_summary": from_summary}
 
 
 async def sweep_page(request: web.Request) -> web.Response:

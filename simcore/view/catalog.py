@@ -387,44 +387,49 @@ def _sweep(path: Path, entry: Entry) -> None:
                                   _parse_cell(_unflatten(row.get("quality")))))
 
 
+def cell_groups(layout: "SweepLayout", summary: dict[str, Any] | None,
+                rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sweep's groups, one per grid cell and condition in the sweep's order: ``params``,
+    ``condition``, ``n`` and each metric's ``stats`` (its summary's figures once ``summary.json``
+    is written; before, the mean of the ledger's trials that finished ok so far)."""
+    if summary is not None:
+        return [{"params": g.get("params") or {}, "condition": str(g.get("condition")), "n": g.get("n"),
+                 "stats": {k: m or {} for k, m in (g.get("metrics") or {}).items()}}
+                for g in summary.get("groups") or []]
+    cells: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        cell, params, cond, _ = layout.place(row["index"])
+        group = cells.setdefault((cell, layout.conditions.index(cond) if cond in layout.conditions else -1),
+                                 {"params": params, "condition": cond, "n": 0, "values": {}})
+        group["n"] += 1
+        for name, v in (row.get("metrics") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                group["values"].setdefault(name, []).append(float(v))
+    return [{**{k: g[k] for k in ("params", "condition", "n")},
+             "stats": {name: {"mean": sum(v) / len(v)} for name, v in g["values"].items()}}
+            for _, g in sorted(cells.items())]
+
+
 def _cell_means(entry: Entry, layout: "SweepLayout", summary: dict[str, Any] | None,
                 rows: list[dict[str, Any]]) -> None:
-    """A sweep's key figures: its first key metric's mean per grid cell and condition, from its
-    summary once written, else from the trials its ledger holds so far."""
+    """A sweep's key figures: its first key metric's mean per grid cell and condition."""
     words = vocabulary(entry.scenario)
-    if summary is not None:
-        groups = [(g.get("params") or {}, str(g.get("condition")), (g.get("metrics") or {})) for g in
-                  summary.get("groups") or []]
-        names = [n for g in groups for n in g[2]]
-        means = [(params, cond, {n: (m or {}).get("mean") for n, m in metrics.items()}) for params, cond, metrics
-                 in groups]
-    else:
-        cells: dict[tuple[int, str], tuple[dict[str, Any], dict[str, list[float]]]] = {}
-        for row in rows:
-            if row.get("status") != "ok":
-                continue
-            cell, params, cond, _ = layout.place(row["index"])
-            values = cells.setdefault((cell, cond), (params, {}))[1]
-            for n, v in (row.get("metrics") or {}).items():
-                if isinstance(v, (int, float)):
-                    values.setdefault(n, []).append(float(v))
-        names = [n for _, values in cells.values() for n in values]
-        order = {c: i for i, c in enumerate(layout.conditions)}
-        means = [(params, cond, {n: sum(v) / len(v) for n, v in values.items()})
-                 for (_, cond), (params, values) in sorted(cells.items(), key=lambda kv: (kv[0][0], order[kv[0][1]]))]
-    key = next(iter(words.key_names(dict.fromkeys(names, 0.0))), None)
+    groups = cell_groups(layout, summary, rows)
+    key = next(iter(words.key_names({k: 0.0 for g in groups for k in g["stats"]})), None)
     if key is None:
         return
     shown = words.name(key)
-    values = [m.get(key) for _, _, m in means]
-    fmt = words.format(key, values)
+    means = [g["stats"].get(key, {}).get("mean") for g in groups]
+    fmt = words.format(key, means)
     entry.figures_caption = f"mean {shown.label} per cell"
-    for params, cond, m in means[:SWEEP_CELLS]:
-        label = ", ".join([*(condition(k, v) for k, v in params.items()), *([cond] if cond != "none" else [])])
-        entry.figures.append(Figure(Name(key, label or "all trials", shown.title, shown.anchor), m.get(key),
-                                    fmt.text(m.get(key))))
-    if len(means) > SWEEP_CELLS:
-        entry.figures_caption += f" (first {SWEEP_CELLS} of {len(means)})"
+    for g, mean in list(zip(groups, means))[:SWEEP_CELLS]:
+        label = ", ".join([*(condition(k, v) for k, v in g["params"].items()),
+                           *([g["condition"]] if g["condition"] != "none" else [])])
+        entry.figures.append(Figure(Name(key, label or "all trials", shown.title, shown.anchor), mean, fmt.text(mean)))
+    if len(groups) > SWEEP_CELLS:
+        entry.figures_caption += f" (first {SWEEP_CELLS} of {len(groups)})"
 
 
 @dataclass

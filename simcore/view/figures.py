@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from simcore.analysis.glossary import Metric, metric_of
 from simcore.analysis.metric_kinds import Kind, kind_of
 from simcore.analysis.resolution import at_resolution, scale_of
-from simcore.analysis.stats import group_scale, row_scale
+from simcore.analysis.stats import row_scale
 from simcore.perturbation.pairs import PAIR_METRICS
 from simcore.perturbation.results import SUMMARY_KINDS, SUMMARY_METRICS
 from simcore.runs.scenario import Scenario, load_scenario
@@ -41,17 +41,6 @@ def scenario_named(name: str | None) -> Scenario | None:
         return load_scenario(name)
     except Exception:  # noqa: BLE001 - a run of a scenario not installed here still shows, by its names
         return None
-
-
-def resolved_metrics(scenario: str | None, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's metrics with float noise as 0, each against its declared kind's range."""
-    return vocabulary(scenario).resolved(metrics)
-
-
-def entry_scale(entry: Mapping[str, Any]) -> float | None:
-    """The scale of a record's figures: a compared metric's row (with ``delta_mean``) or a
-    group's aggregate (with ``bounds``, ``min`` and ``max``)."""
-    return row_scale(entry) if "delta_mean" in entry else group_scale(entry)
 
 
 @dataclass(frozen=True)
