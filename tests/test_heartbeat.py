@@ -7,6 +7,7 @@ wall clock. That a sweep and a Monte Carlo leave one behind is checked where the
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -42,6 +43,16 @@ def test_a_heartbeat_counts_trials_and_records_how_the_process_ended(tmp_path):
     assert (last["state"], last["written"], last["failed"], last["last_trial"]) == ("interrupted", 4, 2, 1004.5)
     with pytest.raises(ValueError, match="state: must be one of finished, interrupted, failed"):
         beat.close("running")
+
+
+def test_a_heartbeat_used_as_a_context_says_how_the_block_ended(tmp_path):
+    for error, state in ((None, "finished"), (ValueError, "failed"), (KeyboardInterrupt, "interrupted")):
+        where = tmp_path / state
+        with pytest.raises(error) if error else contextlib.nullcontext():
+            with Heartbeat(where, "monte_carlo", total=2, clock=Clock(), background=False):
+                if error:
+                    raise error
+        assert read_heartbeat(where)["state"] == state
 
 
 def test_pulse_gives_rate_and_time_left_and_calls_a_quiet_heartbeat_stopped():

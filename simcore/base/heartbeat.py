@@ -104,6 +104,13 @@ class Heartbeat:
             self.record["state"] = state
             self._write(self._clock())
 
+    def __enter__(self) -> "Heartbeat":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Close as finished, interrupted (Ctrl-C, a cancel: not an error) or failed (an error)."""
+        self.close("finished" if kind is None else "failed" if issubclass(kind, Exception) else "interrupted")
+
     def _beat(self, every_s: float) -> None:
         while not self._stop.wait(every_s):
             with self._lock:

@@ -213,10 +213,6 @@ async def run_arms_async(
     shared = None if spec.name == "stub" else scenario_backend(scenario, cfg_a, spec)
 
     bar = progress_bar(2 * len(seeds), desc=f"{scenario.name} {mode}", unit="trial", disable=not progress)
-    name = scenario.counterfactual[0]  # type: ignore[index]
-    heartbeat = Heartbeat(group_dir, mode, 2 * len(seeds), about={
-        "scenario": scenario.name, "seed": seed, "experiment_id": group_id,
-        "counterfactual": {"field": name, "A": getattr(cfg_a, name), "B": getattr(cfg_b, name)}})
 
     loop = asyncio.get_running_loop()
     # One writer thread: run directories (plots above all) are written while the loop
@@ -247,8 +243,11 @@ async def run_arms_async(
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     totals = None
     many_plots = pooled() if plot_processes and run_plots_wanted() and len(jobs) > 2 else contextlib.nullcontext()
-    ended = "failed"
-    try:
+    name = scenario.counterfactual[0]  # type: ignore[index]
+    heartbeat = Heartbeat(group_dir, mode, 2 * len(seeds), about={
+        "scenario": scenario.name, "seed": seed, "experiment_id": group_id,
+        "counterfactual": {"field": name, "A": getattr(cfg_a, name), "B": getattr(cfg_b, name)}})
+    with heartbeat:  # then finished, or how it stopped
         try:
             with many_plots:
                 outcomes = await asyncio.gather(*jobs, return_exceptions=True)
@@ -263,14 +262,7 @@ async def run_arms_async(
                 raise item
         done: list[tuple[TrialResult, str]] = outcomes  # type: ignore[assignment]
         trials = {"A": done[: len(seeds)], "B": done[len(seeds):]}
-        summary = write_summary(scenario, config, seed, mode, seeds, trials, out, group_id, totals)
-        ended = "finished"
-        return summary
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        ended = "interrupted"
-        raise
-    finally:
-        heartbeat.close(ended)
+        return write_summary(scenario, config, seed, mode, seeds, trials, out, group_id, totals)
 
 
 def write_summary(
