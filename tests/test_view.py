@@ -276,7 +276,7 @@ def test_breakable_text_wraps_only_after_separators_and_stays_escaped():
 def test_the_index_shows_each_key_metric_by_name_and_value(runs):
     from simcore.view.catalog import Catalog
 
-    root, ids = runs
+    root, _ = runs
     [(status, html)] = get(root, "/")
     assert status == 200 and "ellipsis" not in html
     entries = {e.id: e for e in Catalog(root).scan()}
@@ -830,6 +830,7 @@ def test_every_file_a_manifest_lists_downloads_as_it_is(runs):
     for url, (status, html) in zip(pages, get(root, *pages)):
         eid = url.split("/", 2)[2]
         links = _offered(html)
+        assert status == 200 and links, url
         names = [parse_qs(urlsplit(link).query)["name"][0] for link in links]
         recorded = recorded_files(root / eid)
         if recorded is not None:  # every file the manifest records, and the manifest
