@@ -20,7 +20,7 @@ What it holds, by group (every name of :data:`__all__` is in one):
 - Reply fields: ``amount``, ``choice``, ``confidence``, ``flag``, ``json_example``,
   ``likert``, ``option``, ``text``, ``text_list``; ``quality_warnings``.
 - Metrics and statistics: ``category``, ``continuous``, ``count``, ``proportion``,
-  ``score``, ``kind_of``, ``describe``, ``compare_metrics``, ``compare_one``,
+  ``score``, ``kind_of``, ``Metric`` (how people read a metric: label, unit, description, key), ``describe``, ``compare_metrics``, ``compare_one``,
   ``decide``, ``decision_p``, ``error_bar``, ``interval_text``, ``level_text``,
   ``levels_vary``, ``percent``, ``row_notes``, ``row_scale``, ``proportion_ci``,
   ``verdict``, ``basis``, ``shown``, ``EmbeddingStore``, ``encode``, ``draw_all``,
@@ -43,7 +43,7 @@ What it holds, by group (every name of :data:`__all__` is in one):
 - The perturbation study, which ``scenarios.perturbation`` drives (its command and
   the ``perturbation.<scenario>`` variants) and a scenario rarely needs:
   ``operator_help``, ``parse_perturbation``, ``REUSE``, ``UNAVAILABLE``, ``SeedRuns``,
-  ``StudyBackend``, ``check_outcome``, ``default_noise_runs``, ``noise_summary``,
+  ``StudyBackend``, ``PAIR_METRICS``, ``check_outcome``, ``default_noise_runs``, ``noise_summary``,
   ``paid_usage``, ``pair_metrics``, ``pair_seeds``, ``rerun_divergence``, ``run_seed``,
   ``PerturbationResults``, ``check_study``, ``cost_record``, ``format_summary``,
   ``run_study``, ``write_study``.
@@ -62,6 +62,7 @@ from backends.registry import CASSETTE_FILE, BackendSpec, price_table
 from backends.stub import generic_behaviour, keyed_generator
 from simcore.analysis.basis import basis, shown
 from simcore.analysis.embeddings import EmbeddingStore, encode
+from simcore.analysis.glossary import Metric
 from simcore.analysis.metric_kinds import (
     category,
     continuous,
@@ -126,6 +127,7 @@ from simcore.cli import (
 )
 from simcore.perturbation.operators import operator_help, parse_perturbation
 from simcore.perturbation.pairs import (
+    PAIR_METRICS,
     REUSE,
     UNAVAILABLE,
     SeedRuns,
@@ -287,6 +289,7 @@ __all__ = [
     "MAX_TRIALS",
     "Memory",
     "Message",
+    "Metric",
     "MIN_TRIALS",
     "new_run_id",
     "noise_summary",
@@ -298,6 +301,7 @@ __all__ = [
     "option",
     "ORDER_POLICIES",
     "package_versions",
+    "PAIR_METRICS",
     "paid_usage",
     "pair_metrics",
     "pair_seeds",

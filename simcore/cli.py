@@ -482,23 +482,40 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     return 0 if not summary["failed_trials"] else 1
 
 
-def format_arms(summary: dict[str, Any]) -> str:
-    """A small table of the compared metrics for the terminal, with the one rule that decides."""
-
+def arms_comparison(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A group summary's comparison of its arms (a Monte Carlo's statistical one, a pair's)."""
     key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
-    comparison = summary[key]
+    return summary[key]
+
+
+def arms_headline(summary: Mapping[str, Any]) -> list[str]:
+    """What a group's command says first and last around its table: what ran, and the verdict
+    (the scenario's interpretation and the warnings). The run browser opens a group's page with them."""
+    comparison = arms_comparison(summary)
     diff = comparison.get("difference_summary", {})
+    level = level_text([diff[m] for m in compared_metrics(comparison)])
     cf = summary["counterfactual"]
+    title = (f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
+             f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
+             f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""))
+    verdict = [f"  {diff['interpretation']}"] if diff.get("interpretation") else []
+    return [title, *verdict, *(f"  {w}" for w in summary.get("warnings", []))]
+
+
+def format_arms(summary: dict[str, Any]) -> str:
+    """A small table of the compared metrics for the terminal, with the one rule that decides,
+    between the lines of :func:`arms_headline`."""
+
+    comparison = arms_comparison(summary)
+    diff = comparison.get("difference_summary", {})
     metrics = compared_metrics(comparison)
     rows = [diff[m] for m in metrics]
-    level = level_text(rows)
     vary = levels_vary(rows)
     intervals = [interval_text(d, "+.3f") for d in rows]
     iw = max([20, *map(len, intervals)])
+    headline = arms_headline(summary)
     lines = [
-        f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
-        f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
-        f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""),
+        headline[0],
         f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9}  {'interval':<{iw}} "
         + (f"{'level':>7} " if vary else "") + f"{'adj. p':>7}  decision",
     ]
@@ -521,7 +538,5 @@ def format_arms(summary: dict[str, Any]) -> str:
     if rule:
         lines.append(f"  decided by: {rule}")
     lines += readability_lines(comparison.get("readability"), "A", "B")
-    if diff.get("interpretation"):
-        lines.append(f"  {diff['interpretation']}")
-    lines += [f"  {w}" for w in summary.get("warnings", [])]
+    lines += headline[1:]
     return "\n".join(line.rstrip() for line in lines)

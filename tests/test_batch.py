@@ -21,6 +21,7 @@ from backends.fake_server import FakeConfig, FakeServer
 from backends.pricing import load_prices
 from backends.registry import BackendSpec
 from simcore.base.config import ConfigError
+from simcore.base.files import read_heartbeat
 from simcore.batch import (
     VOLATILE_COLUMNS,
     SweepAborted,
@@ -193,6 +194,8 @@ def test_refuses_to_overwrite_or_change_a_sweep(tmp_path: Path) -> None:
 def test_a_finished_sweep_run_again_returns_its_results_and_runs_nothing(tmp_path: Path) -> None:
     out = tmp_path / "s"
     first = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False)
+    beat = read_heartbeat(out)  # what the run browser showed while it ran: every trial written, then finished
+    assert (beat["kind"], beat["state"], beat["written"], beat["total"]) == ("sweep", "finished", len(first), len(first))
     files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
     notes: list[str] = []
     again = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False, echo=notes.append)

@@ -16,7 +16,7 @@ import pytest
 
 from scenarios.context_corrosion import SCENARIO
 from simcore.base.config import ConfigError
-from simcore.base.files import DamagedFile
+from simcore.base.files import DamagedFile, read_heartbeat
 from simcore.base.records import read_json
 from simcore.cli import main
 from simcore.runs.counterfactual import (
@@ -83,6 +83,10 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
     # the comparison plot is drawn for N >= 2
     assert (group / "plots" / "comparison.png").is_file()
     assert s["statistical_comparison"]["difference_summary"]["paired"] is True
+    # Its heartbeat (what the run browser showed while it ran) says it finished, every trial written.
+    beat = read_heartbeat(group)
+    assert (beat["kind"], beat["state"], beat["written"], beat["total"]) == ("monte_carlo", "finished", 6, 6)
+    assert beat["counterfactual"] == {"field": "biased", "A": True, "B": False}
 
 
 def test_a_groups_trials_sit_inside_its_directory(tmp_path):
@@ -96,7 +100,7 @@ def test_a_groups_trials_sit_inside_its_directory(tmp_path):
     ids = s["run_A_trial_ids"] + s["run_B_trial_ids"]
     assert sorted(p.name for p in (group / TRIALS_DIR).iterdir()) == sorted(ids) and len(ids) == 6
     assert all((trial_dir(group, s, rid) / "manifest.json").is_file() for rid in ids)
-    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", TRIALS_DIR}
+    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", "heartbeat.json", TRIALS_DIR}
 
 
 def test_trial_dir_finds_trials_of_older_groups_beside_them_and_refuses_paths():

@@ -15,6 +15,8 @@ directory, atomically::
                              mechanisms, every metric of COMPARED for every pair of
                              mechanisms (paired; simcore.analysis.stats), one family: Holm
                              across all metrics x mechanism pairs
+        summary.txt          the line the command prints first: each mechanism's pooled
+                             correctness and how many differences were significant
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
         agent_summary.csv, simulation_summary.csv   the seed's tables, all trials
@@ -54,6 +56,7 @@ from simcore.api import (
     add_config_args,
     annotate,
     arm_of,
+    atomic_write,
     backend_spec,
     check_before_work,
     check_run_id,
@@ -231,6 +234,7 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
     final = Path(out) / "llm_auction" / run_id
     with staged_dir(final) as stage:
         write_json(stage / "comparison.json", stats)
+        atomic_write(stage / HEADLINE_FILE, headline(stats) + "\n")
         c.trials.to_csv(stage / "trials.csv", index=False)
         if not c.frames["vignette_results"].empty:
             write_tables(stage, c.frames)
@@ -252,8 +256,31 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
     return final
 
 
+#: The file of a comparison directory that keeps :func:`headline` (the run browser opens its page with it).
+HEADLINE_FILE = "summary.txt"
+
+
+def headline(stats: dict[str, Any]) -> str:
+    """What the comparison found, in one line: each mechanism's pooled correctness and how many
+    differences between mechanisms were significant (the first line of :func:`report`)."""
+    mechs = stats["mechanisms"]
+    trials = {s["trials_ok"] + s["trials_failed"] for s in mechs.values()}
+    failed = sum(s["trials_failed"] for s in mechs.values())
+
+    def pooled(s: dict[str, Any]) -> str:
+        p = s["correctness_pooled"]
+        return "-" if p["rate"] is None else f"{p['rate']:.0%} ({p['k']}/{p['n']})"
+
+    decided = [p[key]["significant"] for p in stats["pairs"] for key in COMPARED
+               if isinstance(p[key].get("significant"), bool)]
+    return (f"llm_auction compare: {len(mechs)} mechanisms on {'/'.join(map(str, sorted(trials)))} shared trial "
+            f"seed(s){f', {failed} trials failed' if failed else ''}; correct (pooled): "
+            + ", ".join(f"{m} {pooled(s)}" for m, s in mechs.items())
+            + (f"; {sum(decided)} of {len(decided)} differences between mechanisms significant" if decided else ""))
+
+
 def report(stats: dict[str, Any]) -> str:
-    """A table for the terminal."""
+    """A table for the terminal, after :func:`headline`."""
 
     def ci(d: dict[str, Any] | None, fmt: str = ".2f") -> str:
         if not d or d.get("mean", d.get("rate")) is None:
@@ -264,7 +291,8 @@ def report(stats: dict[str, Any]) -> str:
             return figure(mid, fmt, unit)
         return f"{figure(mid, fmt, unit)} [{figure(d['ci_low'], fmt, unit)}, {figure(d['ci_high'], fmt, unit)}]"
 
-    lines = [f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
+    lines = [headline(stats), "",
+             f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
              f"{'reward/agent $':<22} participation"]
     for m, s in stats["mechanisms"].items():
         lines.append(

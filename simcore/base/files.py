@@ -20,6 +20,7 @@ other JSON files   :func:`read_record`, :func:`read_jsonl`    ``files`` hash, to
 a ledger line      :func:`read_ledger_line`                   its schema
 calibration.json   :func:`read_calibration`                   its schema, each metric's row
 sweep.json         :func:`read_sweep_definition`              its schema
+heartbeat.json     :func:`read_heartbeat`                     its schema
 a comparison       :func:`read_comparison`                    both files' schemas
 =================  =========================================  ==========================
 
@@ -45,6 +46,7 @@ import numpy as np
 
 from backends.cassette import check_cassette
 from backends.errors import DamagedFile
+from simcore.base.heartbeat import HEARTBEAT, STATES
 from simcore.base.rng import MAX_SEED
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "read_cassette",
     "read_comparison",
     "read_embeddings",
+    "read_heartbeat",
     "read_jsonl",
     "read_ledger_line",
     "read_manifest",
@@ -495,6 +498,28 @@ def read_sweep_definition(sweep_dir: str | Path) -> dict[str, Any] | None:
     _check(path, data, SWEEP_SCHEMA)
     _check(path, data["definition"], DEFINITION_SCHEMA, prefix="definition.")
     return data["definition"]
+
+
+HEARTBEAT_SCHEMA: dict[str, Check] = {
+    "kind": TEXT, "state": (lambda v: v in STATES, f"one of {', '.join(STATES)}"),
+    "started": NUMBER, "beat": NUMBER, "beat_s": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+    "last_trial": _optional(NUMBER), "total": INDEX, "written": INDEX, "failed": INDEX, "written_at_start": INDEX,
+}
+
+
+def read_heartbeat(directory: str | Path) -> dict[str, Any] | None:
+    """A running sweep's or group's ``heartbeat.json`` (:mod:`simcore.base.heartbeat`), or None without one.
+
+    Raises:
+        DamagedFile: when the file exists but is damaged (a torn write cannot happen: it is
+            replaced atomically).
+    """
+    path = Path(directory) / HEARTBEAT
+    if not path.is_file():
+        return None
+    data = _json_object(path)
+    _check(path, data, HEARTBEAT_SCHEMA)
+    return data
 
 
 RATE: Check = (lambda v: v is None or (_is_number(v) and 0 <= v <= 1), "a number from 0 to 1 or null")

@@ -459,7 +459,7 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = 
     """
     if verbose:
         return format_details(plan, summary)
-    lines = [_headline(summary)]
+    lines = [headline(summary)]
     lines += _means_table(plan, summary)
     lines += _comparison_lines(summary)
     lines += format_failures(summary)
@@ -468,7 +468,9 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = 
     return "\n".join(lines)
 
 
-def _headline(summary: Mapping[str, Any]) -> str:
+def headline(summary: Mapping[str, Any]) -> str:
+    """What a sweep's report says first: the trials planned and how they ended, calls, tokens and
+    cost (the run browser opens a sweep's page with it)."""
     # (a summary written before calls were counted has none)
     usage = [f"calls {summary['calls']:,}"] if "calls" in summary else []
     usage += [f"tokens {summary['tokens']:,}", f"cost ${summary['cost_usd']:.4f}"]
@@ -567,7 +569,7 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
 def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
     """The full report (``--verbose``): the long summary table, every generic comparison
     column and every field of the scenario's own comparisons."""
-    lines = [_headline(summary), ""]
+    lines = [headline(summary), ""]
     table = summary_frame(plan, summary)
     if not table.empty:
         lines.append(table.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))

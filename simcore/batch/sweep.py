@@ -26,6 +26,7 @@ from backends.registry import (
 from simcore.analysis import embeddings
 from simcore.analysis.encoder_service import EncoderService, use_service
 from simcore.base.config import Config, ConfigError
+from simcore.base.heartbeat import Heartbeat
 from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.batch.breakers import BreakerBoard
@@ -289,6 +290,9 @@ def run_sweep(
     finished = store.open()
     board = BreakerBoard(store.path)
     board.clear()
+    heartbeat = Heartbeat(store.path, "sweep", len(plan.jobs), len(finished),
+                          sum(r["status"] != "ok" for r in finished.values()))
+    ended = "failed"
     try:
         for note in store.notes:
             say(f"resume: {note}")
@@ -318,6 +322,7 @@ def run_sweep(
 
         def on_done(job: TrialJob, row: dict[str, Any]) -> None:
             bar.done(store.append(row))
+            heartbeat.trial(row["status"] == "ok")
 
         dispatcher = Dispatcher(todo_groups, on_done, budget, fail_fast, max_failed=max_failed_trials,
                                 paused=board.paused, batch=store.batch)
@@ -388,7 +393,9 @@ def run_sweep(
                 flags += ["--budget-usd", f"{math.ceil(need * 1.1 * 100) / 100:.2f}"]
             summary["finish_command"] = finish_command(plan.scenario.name, store.path, flags)
         files = write_outputs(plan, df, summary, store.path, plot=plot)
+        ended = "finished" if stopped is None else "interrupted"
     finally:
+        heartbeat.close(ended)
         board.clear()
         store.close()
     df.attrs.update(sweep_dir=str(store.path), summary={**summary, "files": files}, files=files)
