@@ -108,7 +108,7 @@ BROKEN_CONFIGS = [
 @pytest.mark.parametrize("command", ["scenario", "batch"])
 def test_broken_config_files_are_one_line_naming_the_file(tmp_path, capsys, content, needle, command):
     from scenarios.context_corrosion import SCENARIO
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
     from simcore.cli import main as scenario_main
 
     cfg = tmp_path / "c.yaml"
