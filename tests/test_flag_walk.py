@@ -86,13 +86,15 @@ def backend_argv(files: Path) -> list[str]:
     argv = []
     for flag, (value, _, _) in BACKEND.items():
         argv += [flag] if value is None else [flag, value]
-    return [*argv, "--prices", str(files / "prices.json"), "--cassette", str(files / "c.sqlite")]
+    return [*argv, "--prices", str(files / "prices.json"), "--model-rules", str(files / "rules.json"), "--cassette",
+            str(files / "c.sqlite")]
 
 
 def assert_backend(options: dict[str, Any], files: Path) -> None:
     for flag, (_, name, value) in BACKEND.items():
         assert options.get(name) == value, (flag, options)
     assert options["prices"] == str(files / "prices.json") and options["cassette"] == str(files / "c.sqlite")
+    assert options["model_rules"] == str(files / "rules.json")
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +102,7 @@ def files(tmp_path_factory):
     where = tmp_path_factory.mktemp("walk-files")
     (where / "prices.json").write_text(json.dumps({"fake-1": {"input": 1.0, "output": 2.0}}))
     (where / "small.yaml").write_text("rounds: 1\n")
+    (where / "rules.json").write_text("[]")  # a model-rules file that adds no rule
     return where
 
 
@@ -150,7 +153,7 @@ def commands() -> dict[str, tuple[argparse.ArgumentParser, type | None]]:
 
 
 COMMON = {"--seed", "--backend", "--model", "--base-url", "--out", "--config", "--json", *BACKEND, "--prices",
-          "--cassette", "--estimate", "--device", "--embed-cache", "--plots"}
+          "--model-rules", "--cassette", "--estimate", "--device", "--embed-cache", "--plots"}
 # Each command's own flags (beside its config fields), as the walks below check them.
 WALKED = {
     "run": COMMON | {"--trace", "--resume", "--counterfactual", "--trials"},
@@ -162,8 +165,8 @@ WALKED = {
     "perturbation report": {"dir", "--no-plot"},
     "calibrate": {"scenario", "--trials", "--monte-carlos", "--alpha", "--seed", "--out", "--config", "--install",
                   "--json", "--no-progress"},
-    "capture": {"--perturb", "--pairs", "--noise-floor", "--seed", "--upstream", "--api-key-env", "--model",
-                "--answer", "--timeout", "--reuse", "--out", "--no-plot", "--json", "command"},
+    "capture": {"--perturb", "--pairs", "--noise-floor", "--seed", "--upstream", "--upstream-api", "--api-key-env",
+                "--model", "--answer", "--timeout", "--reuse", "--out", "--no-plot", "--json", "command"},
     "llm_auction compare": COMMON | {"--trials", "--mechanisms"},
     "acausal_cooperation compare": COMMON | {"--configs", "--trials"},
     "context_corrosion serve": {"--host", "--port", "--out", "--backend", "--model", "--base-url", "--max-queue"},
@@ -444,7 +447,8 @@ def test_capture_flags_reach_its_record(tmp_path, env, server):
     server.reset(FakeConfig())
     program = ["--", sys.executable, str(ROOT / "tests" / "capture_agent.py")]
     code, printed, err = run(main, ["--perturb", "none", "--pairs", "1", "--noise-floor", "0", "--seed", "7",
-                                    "--upstream", server.openai_url, "--api-key-env", KEY, "--model", "m-1",
+                                    "--upstream", server.openai_url, "--upstream-api", "chat,responses",
+                                    "--api-key-env", KEY, "--model", "m-1",
                                     "--answer", "stdout", "--timeout", "120", "--reuse", "none", "--out",
                                     str(tmp_path), "--no-plot", "--json", *program])
     assert code == 0, err
@@ -456,6 +460,7 @@ def test_capture_flags_reach_its_record(tmp_path, env, server):
     assert (d["config"]["upstream"], d["config"]["model"], d["config"]["answer"], d["config"]["timeout_s"]) == (
         server.openai_url, "m-1", "stdout", 120.0)
     assert d["backend"]["options"]["api_key_env"] == KEY and shlex.split(d["command"]) == program[1:]
+    assert d["backend"]["options"]["upstream_api"] == "chat,responses"
     refused(main, ["--perturb", "none", "--api-key-env", KEY, *program], says="api_key_env: the stub upstream")
 
 
