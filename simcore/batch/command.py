@@ -13,8 +13,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from backends.errors import BackendConfigError
 from backends.registry import (

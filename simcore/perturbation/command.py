@@ -18,9 +18,9 @@ import dataclasses
 import json
 import sys
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from backends.errors import BackendConfigError
 from backends.registry import BackendSpec

@@ -11,7 +11,8 @@ import argparse
 import difflib
 import os
 import sys
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
 from simcore.base.config import ConfigError
 from simcore.base.rng import MAX_SEED

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from simcore.base.config import ConfigError
 from simcore.runs.args import OneLineParser, fail, parse_int
