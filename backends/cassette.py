@@ -23,7 +23,8 @@ from typing import Any, Iterable, Sequence
 from backends.base import LLMRequest, LLMResponse, Usage
 from backends.errors import DamagedFile
 
-MODES = ("auto", "record", "replay")
+# resume: as auto, the file read-only (a failed run's own cassette answers what it recorded).
+MODES = ("auto", "record", "replay", "resume")
 FORMAT = "simcore-cassette-1"
 
 _SCHEMA = """

@@ -15,7 +15,7 @@ against the server is reproducible.
   their answer's budget, and errors come in each provider's shape
   (:mod:`backends.fake_behaviour`, every rule with its source). Other model names
   behave as before; ``--rules none`` turns the rules off.
-- **Faults**: ``--fault KIND[:rate=P,first=N,every=K,model=GLOB,retry_after=S,hang=S,should_retry=B]``
+- **Faults**: ``--fault KIND[:rate=P,first=N,every=K,after=N,model=GLOB,retry_after=S,hang=S,should_retry=B]``
   (repeatable), KIND one of 429, 500, 503, status=NNN (any code), timeout (hang
   before answering), drop (close the connection), malformed (a truncated JSON
   body), length (half the reply, ``finish_reason: length``), nonjson (prose where
@@ -27,8 +27,9 @@ against the server is reproducible.
   A 429 carries its wait as the provider does: Gemini in the body
   (``RetryInfo.retryDelay``), the others in Retry-After; ``should_retry=true|false``
   adds the ``x-should-retry`` header. ``first=N``: the first N matching requests;
-  ``every=K``: every K-th; ``rate=P``: at random with probability P. The first rule
-  that fires wins.
+  ``every=K``: every K-th; ``after=N``: every one after the first N (``drop:after=N``
+  is a server that dies once it has answered N); ``rate=P``: at random with
+  probability P. The first rule that fires wins.
 - **Canned replies**: ``--replies FILE`` (JSON: a list of ``{"match": TEXT, "replies":
   [{"reply": TEXT, "finish_reason": "stop"|"length", "json_mode": BOOL}, ...]}``). A
   request whose prompt (or reply schema title) contains a pool's ``match`` is
@@ -97,6 +98,7 @@ class Fault:
     retry_after: float | None = None
     hang: float = 60.0
     should_retry: bool | None = None
+    after: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -121,7 +123,7 @@ class Fault:
         if kind.startswith("status="):
             kw["status"] = int(kind.split("=", 1)[1])
             kind = "status"
-        types = {"rate": float, "first": int, "every": int, "model": str, "status": int,
+        types = {"rate": float, "first": int, "every": int, "after": int, "model": str, "status": int,
                  "retry_after": float, "hang": float, "should_retry": _boolean}
         for part in filter(None, rest.split(",")):
             key, sep, value = part.partition("=")
@@ -458,6 +460,7 @@ class FakeServer:
             c.rule_hits[i] += 1
             n = c.rule_hits[i]
             fires = n <= rule.first or (rule.every and n % rule.every == 0) or (
+                rule.after is not None and n > rule.after) or (
                 rule.rate and self._rng.random() < rule.rate)
             if fires and chosen is None:
                 chosen = rule

@@ -172,8 +172,9 @@ def check_spec(spec: BackendSpec) -> BackendSpec:
         if not Path(options["model_rules"]).is_file():
             raise BackendConfigError(f"model_rules: file {options['model_rules']!r} not found")
         load_rules(options["model_rules"])  # every rule checked now, before any work
-    if options.get("cassette_mode") == "replay" and not Path(options.get("cassette", "")).is_file():
-        raise BackendConfigError("cassette: --cassette-mode replay needs an existing --cassette file")
+    if options.get("cassette_mode") in ("replay", "resume") and not Path(options.get("cassette", "")).is_file():
+        raise BackendConfigError(f"cassette: --cassette-mode {options['cassette_mode']} needs an existing --cassette "
+                                 "file")
     return BackendSpec(spec.name, spec.model, base_url, options)
 
 
@@ -264,7 +265,7 @@ def make_backend(spec: BackendSpec, behaviour: Behaviour | None = None, share: i
     inner: Backend = (stub if spec.name == "stub"
                       else Router(spec.name, opts, spec.base_url, ledger, halt, stub, share=share))
     mode = opts.get("cassette_mode", "auto")
-    cassette = Cassette(opts["cassette"], readonly=mode == "replay") if "cassette" in opts else None
+    cassette = Cassette(opts["cassette"], readonly=mode in ("replay", "resume")) if "cassette" in opts else None
     return RunBackend(spec.name, inner, ledger, cassette=cassette, mode=mode,
                       fail_fast=bool(opts.get("fail_fast", False)), halt=halt,
                       make_stub=lambda b: StubBackend(b, malformed_rate=malformed))
@@ -335,7 +336,8 @@ def add_backend_args(parser: Any, sweep: bool = False) -> None:
     g.add_argument("--cassette", metavar="PATH", default=None,
                    help="SQLite cassette to answer from and record into (see --cassette-mode)")
     g.add_argument("--cassette-mode", default=None, choices=MODES,
-                   help="auto: replay hits, record misses (default); record: always call; replay: never call")
+                   help="auto: replay hits, record misses (default); record: always call; replay: never call; "
+                        "resume: replay hits, call for misses, leave the file as it is")
     g.add_argument("--fail-fast", action="store_true", default=None,
                    help="stop dispatching after the first failed trial (--max-failed-trials 1)" if sweep else
                         "halt the whole run after the first call that fails for good")

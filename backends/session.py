@@ -108,7 +108,8 @@ class TrialBackend:
         scope: The trial's cassette scope; None matches any (single-trial cassettes).
         source: Cassette to answer from (and record into, unless read-only).
         mode: "auto" (answer from the cassette, else live and record), "record"
-            (always live) or "replay" (cassette only; a miss is an error).
+            (always live), "replay" (cassette only; a miss is an error) or "resume"
+            (as auto, with a cassette opened read-only).
         stub: This trial's stub (see :meth:`RunBackend.for_trial`), or None.
     """
 

@@ -112,7 +112,7 @@ def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path):
     done = subprocess.run([sys.executable, "-m", "simcore.replay", str(first)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0 and done.stdout.strip().endswith("identical"), done.stderr
+    assert done.returncode == 0 and done.stdout.strip().endswith("identical to the recorded run"), done.stderr
 
 
 @pytest.mark.parametrize("preset, server_name", [("ollama", "Ollama"), ("vllm", "vLLM"),

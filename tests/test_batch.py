@@ -29,7 +29,7 @@ from simcore.batch import (
     read_results,
     run_sweep,
 )
-from simcore.batch.__main__ import main as batch_main
+from simcore.batch.command import main as batch_main
 from simcore.batch.plan import build_plan, parse_values
 from simcore.runs.scenario import load_scenario
 from tests.batch_scenarios import FLAKY, FLAKY_CMP, SLOW, SlowStub

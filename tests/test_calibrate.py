@@ -76,7 +76,7 @@ def test_comparisons_mark_metrics_calibration_found_confounded(tmp_path, monkeyp
                "counterfactual": {"field": "biased", "A": True, "B": False},
                "statistical_comparison": {"difference_summary": diff},
                "run_A_aggregate": {}, "run_B_aggregate": {}}
-    assert "CONFOUNDED UNDER THE NULL: 30 of 30 null Monte Carlos significant" in format_arms(summary)
+    assert "CONFOUNDED UNDER THE NULL: dominant_self_drift: 30 of 30 null Monte Carlos significant" in format_arms(summary)
 
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ import pytest
 
 from backends.fake_server import FakeConfig, FakeServer
 from simcore.base.config import ConfigError
-from simcore.capture.__main__ import main
+from simcore.capture.command import main
 from simcore.capture.perturb import CallPerturbation
 from simcore.capture.program import run_program
 from simcore.capture.study import run_capture_study

@@ -67,6 +67,25 @@ def test_a_misspelt_flag_gets_the_closest_one(tmp_path, module, argv, message):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("command, argv, message", [
+    # A flag other commands take: the closest, and why this command takes none.
+    ("simcore.replay", ["runs/x", "--seeed", "3"], "unrecognized arguments: --seeed 3; did you mean --seed? "
+     "python -m simcore.replay takes no --seed: a replay runs the recorded run's own seed "
+     "(python -m simcore.run NAME --seed N runs another)"),
+    # Nothing close: a command of few flags lists them.
+    ("simcore.view.command", ["--bogus"], "unrecognized arguments: --bogus; its flags: --host, --port (see --help)"),
+    # A mistyped flag whose value stood where the scenario's name goes: the flag is what to correct.
+    ("simcore.calibrate", ["--seeed", "3"], "unrecognized arguments: --seeed; did you mean --seed?"),
+])
+def test_every_command_says_which_flag_was_meant(command, argv, message, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as exc:
+        importlib.import_module(command).main(argv)
+    prog = command.removesuffix(".command")
+    assert exc.value.code == 2 and capsys.readouterr().err == f"python -m {prog}: error: {message}\n"
+
+
 def test_config_file_and_flag_precedence(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("rounds: 1\nn_peers: 2\ntask: 3\nmetrics: false\n")
@@ -108,7 +127,7 @@ BROKEN_CONFIGS = [
 @pytest.mark.parametrize("command", ["scenario", "batch"])
 def test_broken_config_files_are_one_line_naming_the_file(tmp_path, capsys, content, needle, command):
     from scenarios.context_corrosion import SCENARIO
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
     from simcore.cli import main as scenario_main
 
     cfg = tmp_path / "c.yaml"

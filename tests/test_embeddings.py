@@ -382,7 +382,7 @@ def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
 
 
 def test_a_sweep_names_a_damaged_cache_before_any_trial(tmp_path, capsys):
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
 
     cache = _damaged_cache(tmp_path)
     out = tmp_path / "sweep"

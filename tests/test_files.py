@@ -36,7 +36,7 @@ from simcore.analysis.embeddings import DIM, EmbeddingStore
 from simcore.base import files as run_files
 from simcore.base.files import DamagedFile
 from simcore.batch import TIMING_COLUMNS, run_sweep
-from simcore.batch.__main__ import main as batch_main
+from simcore.batch.command import main as batch_main
 from simcore.replay import main as replay_main
 from simcore.runs.runner import run_trial, write_run
 from tests.batch_scenarios import FLAKY

@@ -18,7 +18,7 @@ FLOORS = ("backends", "simcore.base", "simcore.replies", "simcore.sim", "simcore
           "simcore", "scenarios")
 # Imports inside functions that defer a heavy import on purpose: (importer, imported).
 HEAVY_DEFERRALS = {
-    ("simcore.view.__main__", "simcore.view.app"),  # aiohttp and jinja2, after the arguments are checked
+    ("simcore.view.command", "simcore.view.app"),  # aiohttp and jinja2, after the arguments are checked
     ("scenarios.context_corrosion", "scenarios.context_corrosion.service"),  # aiohttp.web, only to serve
     ("scenarios.context_corrosion.analysis", "scenarios.context_corrosion.plots"),  # matplotlib, only to draw
 }
@@ -140,3 +140,11 @@ def test_imports_inside_functions_only_defer_a_heavy_import():
 def test_simcore_keeps_about_a_dozen_modules_at_its_top_level():
     top = sorted(p.stem for p in (ROOT / "simcore").glob("*.py"))
     assert len(top) <= 12, top
+
+
+def test_no_module_imports_a_commands_main():
+    """A command's ``__main__`` only starts it: what others use lives in a module of its own."""
+    mods = modules()
+    tests = {f"tests.{path.stem}": path for path in (ROOT / "tests").glob("*.py")}
+    found = [(a, b) for a, b, _ in imports({**mods, **tests}) if b.rpartition(".")[2] == "__main__"]
+    assert found == []

@@ -73,7 +73,7 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     assert manifest["scenario"] == "demo_study"
 
     replay = box.run(f"python -m simcore.replay {run_dir}", cwd=tmp_path).stdout
-    assert replay.strip().endswith("identical")
+    assert replay.strip().endswith("identical to the recorded run")
 
     # (tests/test_scenario.py checks that a scenario found by name pickles for the process pool)
     box.run("python -m simcore.batch demo_study --trials 2 --grid n_agents=2,3 --executor serial "

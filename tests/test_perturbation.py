@@ -22,7 +22,6 @@ from backends.registry import BackendSpec
 from backends.stub import StubBackend
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from scenarios.perturbation.__main__ import main as cli
 from simcore.analysis.stats import proportion_ci
 from simcore.base.config import ConfigError
 from simcore.base.records import read_json
@@ -32,6 +31,7 @@ from simcore.perturbation import (
     run_study,
     run_study_async,
 )
+from simcore.perturbation.command import main as cli
 from simcore.perturbation.operators import Selector
 from simcore.perturbation.pairs import (
     UNAVAILABLE,
@@ -442,6 +442,22 @@ def test_summary_table():
     assert b["n_pairs"] == 1 and b["token_overhead"] == UNAVAILABLE and b["recovery_rate"] == 0.0
     assert b["n_catastrophic_failure"] == 1 and b["group_combined_disruption"] == 1
     assert any("failed baseline" in w for w in synthetic().warnings())
+
+
+def test_a_studys_readability_is_tested_once(monkeypatch):
+    """summary() needs the readability records and so do its warnings(): one family of tests, run once."""
+    from simcore.analysis import readability
+
+    res = synthetic()
+    res.pairs = res.pairs.assign(replies_perturbed=4, unreadable_perturbed=[0, 1, 2, 0, 0], replies_baseline=4,
+                                 unreadable_baseline=0, unreadable_only_perturbed=[0, 1, 2, 0, 0],
+                                 unreadable_only_baseline=0)
+    calls = []
+    decide = readability.decide
+    monkeypatch.setattr(readability, "decide", lambda *a, **kw: calls.append(1) or decide(*a, **kw))
+    table = res.summary()
+    res.warnings()
+    assert len(calls) == 1 and set(table["readability_test"]) == {"exact McNemar"}
 
 
 def test_report_and_plots(tmp_path):

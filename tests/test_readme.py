@@ -93,7 +93,7 @@ def test_every_docs_page_is_in_the_site_navigation():
 
 
 def test_the_tour_commands_parse_and_the_first_run_replays(tmp_path, capsys):
-    from simcore.batch.__main__ import build_parser as batch_parser
+    from simcore.batch.command import build_parser as batch_parser
     from simcore.cli import build_parser, main
     from simcore.replay import main as replay_main
     from simcore.runs.scenario import load_scenario
@@ -116,7 +116,7 @@ def test_the_tour_commands_parse_and_the_first_run_replays(tmp_path, capsys):
     (run_dir,) = (tmp_path / "context_corrosion").iterdir()
     assert f"run directory: {run_dir}" in capsys.readouterr().out
     assert replay_main([str(run_dir)]) == 0
-    assert capsys.readouterr().out.strip().endswith(" identical")
+    assert capsys.readouterr().out.strip().endswith(" identical to the recorded run")
 
 
 @pytest.mark.slow
@@ -140,6 +140,6 @@ def test_the_tour_runs_from_a_fresh_clone(tmp_path):
         if run_dir is None:
             run_dir = clone / proc.stdout.split("run directory: ")[1].strip()
         if "simcore.replay" in argv:
-            assert proc.stdout.strip().endswith(" identical")
+            assert proc.stdout.strip().endswith(" identical to the recorded run")
         if "simcore.batch" in argv:
             assert "adj. p" in proc.stdout and "mean [95% CI]" in proc.stdout

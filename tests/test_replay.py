@@ -30,7 +30,7 @@ def test_replay_identical(tmp_path, capsys):
     assert replay_main([str(run_dir)]) == 0
     out = capsys.readouterr().out.strip()
     recorded = json.loads((run_dir / "manifest.json").read_text())["trace_sha256"]
-    assert out == f"{recorded} identical"
+    assert out == f"trace sha256 {recorded} identical to the recorded run"
 
 
 @settings(max_examples=5, deadline=None)
@@ -66,7 +66,7 @@ def test_replay_detects_a_trace_that_its_manifest_vouches_for_but_does_not_repla
     _rewrite_trace(run_dir, _tampered(run_dir), vouch=True)
     assert replay_main([str(run_dir)]) == 1
     out = capsys.readouterr().out
-    assert "differs from recorded" in out and "first difference at event 7" in out
+    assert "differs from the recorded run's" in out and "first difference at event 7" in out
 
 
 @pytest.mark.parametrize("damage", ["edited", "truncated", "emptied"])
@@ -88,7 +88,7 @@ def test_replay_cli_exit_codes(tmp_path):
     run_dir = record(tmp_path)
     ok = subprocess.run([sys.executable, "-m", "simcore.replay", str(run_dir)], cwd=ROOT,
                         capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout.strip().endswith("identical")
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("identical to the recorded run")
     bad = subprocess.run([sys.executable, "-m", "simcore.replay", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True)
     assert bad.returncode == 2
@@ -108,7 +108,7 @@ def test_replay_compares_traces_without_the_analysis_unless_asked(tmp_path, caps
     monkeypatch.setattr("simcore.replay.load_scenario", lambda name: dataclasses.replace(SCENARIO, analyze=counting))
     assert replay_main([str(run_dir)]) == 0 and calls == []
     assert replay_main([str(run_dir), "--analysis"]) == 0 and len(calls) == 1
-    assert capsys.readouterr().out.count("identical") == 2
+    assert capsys.readouterr().out.count("identical to the recorded run") == 2
 
 
 def test_replay_with_the_analysis_compares_its_metrics_with_the_recorded_ones(tmp_path, capsys, monkeypatch):

@@ -68,7 +68,7 @@ def _one(root: Path, pattern: str) -> str:
 def runs(tmp_path_factory):
     """A RUNS_DIR with one of each kind of entry, and the ids of what is in it."""
     from scenarios.context_corrosion import SCENARIO
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
     from simcore.perturbation import run_study, write_study
     from simcore.run import run_scenario
 

@@ -253,7 +253,7 @@ BACKEND_SCHEMA: dict[str, Check] = {"name": TEXT, "model": TEXT, "base_url": _op
 # hash checks the field carries), so a new field must be added here too.
 MANIFEST_FIELDS = frozenset({
     *MANIFEST_SCHEMA, "models", "versions", "code_revision", "created_utc", "perturbation", "embeddings", "files",
-    "sent",
+    "sent", "options", "resumed_from",
 })
 
 
@@ -270,7 +270,8 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
         raise DamagedFile(path, f"{unknown[0]!r} is not a manifest field")
     _check(path, data, MANIFEST_SCHEMA)
     _check(path, data["backend"], BACKEND_SCHEMA, required=False, prefix="backend.")
-    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT, "sent": OBJECT}, required=False)
+    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT, "sent": OBJECT, "options": OBJECT,
+                        "resumed_from": STRING}, required=False)
     for name, digest in data.get("files", {}).items():
         if name.startswith("/") or ".." in name.split("/"):
             raise DamagedFile(path, f"files: {name!r} is not a path inside the run directory")
@@ -454,7 +455,10 @@ LEDGER_OPTIONAL: dict[str, Check] = {
     "cost_usd": NUMBER,
     "wall_s": _optional(NUMBER),
     "total_s": _optional(NUMBER),
+    "readability": OBJECT,
 }
+# A trial's replies as the readability test reads them (simcore.analysis.readability.Arm).
+LEDGER_READABILITY: dict[str, Check] = {"replies": INDEX, "unreadable": INDEX, "slots": _optional(OBJECT)}
 
 
 def read_ledger_line(line: str, where: str | Path) -> dict[str, Any]:
@@ -475,6 +479,8 @@ def read_ledger_line(line: str, where: str | Path) -> dict[str, Any]:
         raise DamagedFile(where, f"must hold a JSON object, holds {type(row).__name__}")
     _check(Path(where), row, LEDGER_SCHEMA)
     _check(Path(where), row, LEDGER_OPTIONAL, required=False)
+    if "readability" in row:
+        _check(Path(where), row["readability"], LEDGER_READABILITY, prefix="readability.")
     return row
 
 

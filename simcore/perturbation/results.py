@@ -99,6 +99,8 @@ class PerturbationResults:
     pairs: pd.DataFrame
     noise: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)
+    # Readability is a family of tests across the perturbations: computed once, on first use.
+    _readability: dict[str, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def perturbations(self) -> list[str]:
@@ -133,6 +135,11 @@ class PerturbationResults:
         """Per perturbation: whether the perturbed runs' replies could be read as often as
         their baselines' (arm A perturbed, B baseline; :mod:`simcore.analysis.readability`),
         Holm across the perturbations. Empty for a study recorded before pairs counted replies."""
+        if self._readability is None:
+            self._readability = self._test_readability()
+        return self._readability
+
+    def _test_readability(self) -> dict[str, dict[str, Any]]:
         if "replies_perturbed" not in self.pairs.columns:
             return {}
         records = {}

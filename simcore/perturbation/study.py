@@ -6,7 +6,7 @@ the perturbations) and the noise-floor re-runs, and measures every pair.
 :func:`write_study` writes ``<out>/perturbation/<study-id>/``:
 
 - ``study.json``: the definition (scenario, config, perturbations, seeds, backend,
-  re-runs, reuse), the summary, the warnings and the prefix-reuse figures;
+  re-runs, reuse, and the analysis ``options``: device, embedding cache, plots), the summary, the warnings and the prefix-reuse figures;
 - ``pairs.csv`` / ``pairs.jsonl`` (the latter with each pair's alignment as a
   string of M/S/I/D), ``summary.csv``, ``noise.json``;
 - ``report.md`` and ``plots/`` (d_norm distribution, manifestations, divergence position);
@@ -29,6 +29,7 @@ import pandas as pd
 from backends.base import Backend
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
+from simcore.analysis import settings
 from simcore.analysis.divergence import CATEGORIES
 from simcore.base.config import Config, ConfigError
 from simcore.base.loops import outside_running_loop
@@ -164,6 +165,7 @@ async def run_study_async(
         "reuse": reuse,
         "backend": spec.to_dict(),
         "phases": list(dict.fromkeys(phases)),
+        "options": settings.recorded(),  # --device, --embed-cache, --plots
     }
     return Study(PerturbationResults(definition, pd.DataFrame(rows), noise), runs, wall)
 

@@ -287,8 +287,7 @@ def write_summary(
     res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
     comparison = compare_arms(scenario, res["A"], res["B"]) if ok else {"difference_summary": {}}
     if ok:  # the arms share their seeds, so their runs pair reply by reply where they asked the same
-        comparison["readability"] = readability.one([readability.arm_of(r) for r in res["A"]],
-                                                    [readability.arm_of(r) for r in res["B"]], paired=True)
+        comparison["readability"] = readability.one(res["A"], res["B"], paired=True)
     annotate(scenario, comparison.get("difference_summary", {}))
     summary: dict[str, Any] = {
         "mode": mode,

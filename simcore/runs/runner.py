@@ -40,7 +40,7 @@ from backends.registry import (
     price_table,
     reask_settings,
 )
-from simcore.analysis import embeddings
+from simcore.analysis import embeddings, settings
 from simcore.base.config import Config
 from simcore.base.files import file_sha256
 from simcore.base.loops import outside_running_loop
@@ -74,6 +74,7 @@ class TrialResult:
     results: dict[str, Any]
     wall_s: float
     encoder: dict[str, str] | None = None  # model, device, dtype of the embeddings the analysis used
+    resumed_from: str | None = None  # the failed run whose cassette answered its first calls
 
     @property
     def trace(self) -> Trace | StreamedTrace:
@@ -288,6 +289,10 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
         "status": trial.status,
         "trace_sha256": trial.results["trace_sha256"],
         "n_events": trial.results["n_events"],
+        # How it was run beyond its definition: the trace kept in memory or streamed, and the
+        # analysis settings (--device, --embed-cache, --plots).
+        "options": {"trace": "stream" if isinstance(trial.trace, StreamedTrace) else "memory",
+                    **settings.recorded()},
         "versions": package_versions(),
         "code_revision": code_revision(),
         "created_utc": utc_now(),
@@ -301,6 +306,8 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
         out["perturbation"] = described
     if trial.encoder is not None:
         out["embeddings"] = trial.encoder
+    if trial.resumed_from is not None:
+        out["resumed_from"] = trial.resumed_from
     return out
 
 

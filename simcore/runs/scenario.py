@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from simcore.runs.runner import TrialResult
     from simcore.sim.kernel import World
 
-SCENARIO_API_VERSION = "4.2.0"
+SCENARIO_API_VERSION = "4.3.0"
 """Semantic version of the Scenario API: every name :mod:`simcore.api` exports, the
 :class:`Scenario` fields among them (recorded in ``tests/golden/scenario_api.json``). A major bump breaks
 existing scenarios; a minor one only adds."""
