@@ -15,6 +15,7 @@ import io
 import os
 import runpy
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,10 @@ def run_module(module: str, *args: str, cwd: str | Path | None = None) -> Ran:
     try:
         if cwd is not None:
             os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            # runpy warns when the module was imported before (by this test or another one in
+            # this process); it runs the module's code afresh as __main__ all the same.
+            warnings.filterwarnings("ignore", r".* found in sys\.modules after import of package", RuntimeWarning)
             try:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
                 status = 0
