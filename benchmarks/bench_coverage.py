@@ -40,7 +40,9 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="simcore-cov-") as tmp:
         rc = Path(tmp, "coveragerc")
         rc.write_text(rcfile(tree, Path(tmp, ".coverage")))
-        env = {**os.environ, "COVERAGE_RCFILE": str(rc)}
+        env = {**os.environ, "COVERAGE_RCFILE": str(rc), "VIRTUAL_ENV": str(Path(python).parent.parent),
+               # the tests' "python" commands: this checkout's interpreter, whatever venv is active here
+               "PATH": os.pathsep.join([str(Path(python).parent), os.environ.get("PATH", "")])}
         start = time.monotonic()
         run = subprocess.run([python, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q",
                               "-p", "no:cacheprovider", "-n", str(workers), *paths],
@@ -53,7 +55,7 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
         files = json.loads(report.read_text())["files"]
     per: dict[str, dict[str, int]] = {p: {"statements": 0, "covered": 0} for p in PACKAGES}
     for name, info in files.items():
-        top = Path(name).resolve().relative_to(tree).parts[0]
+        top = Path(name).resolve().relative_to(tree).parts[0]  # (source= names only this tree's packages)
         per[top]["statements"] += info["summary"]["num_statements"]
         per[top]["covered"] += info["summary"]["covered_lines"]
     total = {k: sum(v[k] for v in per.values()) for k in ("statements", "covered")}

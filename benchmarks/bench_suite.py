@@ -118,7 +118,9 @@ def profile(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
         pth.write_text("import _simcore_bench_starts\n")
         costs = Path(tmp, "costs")
         costs.mkdir()
-        env = {**os.environ, "SIMCORE_TEST_COST": str(costs),
+        env = {**os.environ, "SIMCORE_TEST_COST": str(costs), "VIRTUAL_ENV": str(Path(python).parent.parent),
+               # the tests' "python" commands: the profiled interpreter, whatever venv is active here
+               "PATH": os.pathsep.join([str(Path(python).parent), os.environ.get("PATH", "")]),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
         try:
             start = time.monotonic()
