@@ -136,6 +136,7 @@ def profile(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
     attribute_starts(tests, starts)
     summary = SUMMARY.match(res.stdout.strip().splitlines()[-1].strip("= ")) if res.stdout.strip() else None
     return {"exit": res.returncode, "wall_s": round(wall, 1), "summary": summary.group(0) if summary else None,
+            "failed": [line.split()[1] for line in res.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))],
             "python_starts": len(starts), "tests": tests}
 
 
