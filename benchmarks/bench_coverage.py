@@ -54,8 +54,13 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
                        cwd=tree, env=env, check=True)
         files = json.loads(report.read_text())["files"]
     per: dict[str, dict[str, int]] = {p: {"statements": 0, "covered": 0} for p in PACKAGES}
+    elsewhere = []  # files of another checkout, imported by a process of the run: named, not counted
     for name, info in files.items():
-        top = Path(name).resolve().relative_to(tree).parts[0]  # (source= names only this tree's packages)
+        path = Path(name).resolve()
+        if not path.is_relative_to(tree):
+            elsewhere.append(name)
+            continue
+        top = path.relative_to(tree).parts[0]
         per[top]["statements"] += info["summary"]["num_statements"]
         per[top]["covered"] += info["summary"]["covered_lines"]
     total = {k: sum(v[k] for v in per.values()) for k in ("statements", "covered")}
@@ -64,6 +69,7 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
     tail = run.stdout.strip().splitlines()[-1:] or [""]
     return {"packages": per, "total": total, "pytest_exit": run.returncode, "pytest_summary": tail[0],
             "failed": [line for line in run.stdout.splitlines() if line.startswith("FAILED ")],
+            "outside_the_tree": elsewhere,
             "wall_s": round(wall, 1)}
 
 
