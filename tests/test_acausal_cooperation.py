@@ -60,6 +60,7 @@ from simcore.cli import main as cli_main
 from simcore.runs.counterfactual import compared_metrics
 from simcore.runs.runner import run_trial_async, write_run
 from simcore.sim.kernel import Reply
+from tests.commands import run_module
 
 C, D = COOPERATE, DEFECT
 GOLDEN = Path(__file__).parent / "golden" / "acausal_cooperation_small.jsonl"
@@ -697,22 +698,14 @@ def test_config_errors() -> None:
 
 
 def test_cli_bad_input_writes_nothing(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(
-        [sys.executable, "-m", "scenarios.acausal_cooperation", "--scripted", "nice_guy", "--out", str(tmp_path)],
-        cwd=root, capture_output=True, text=True, timeout=120,
-    )
+    res = run_module("scenarios.acausal_cooperation", "--scripted", "nice_guy", "--out", str(tmp_path))
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: scripted: must be")
     assert not any(tmp_path.iterdir())
-    res = subprocess.run(
-        [sys.executable, "-m", "scenarios.acausal_cooperation", "--model-preset", "gpt5", "--out", str(tmp_path)],
-        cwd=root, capture_output=True, text=True, timeout=120,
-    )
+    res = run_module("scenarios.acausal_cooperation", "--model-preset", "gpt5", "--out", str(tmp_path))
     assert res.returncode == 2 and not any(tmp_path.iterdir())
     assert res.stderr.strip() == "error: model_preset: must be one of '' (empty), original; got 'gpt5'"
-    res = subprocess.run([sys.executable, "-m", "scenarios.acausal_cooperation", "--help"],
-                         cwd=root, capture_output=True, text=True, timeout=120)
+    res = run_module("scenarios.acausal_cooperation", "--help")
     assert res.returncode == 0 and "--identity-insight" in res.stdout and "30%" in res.stdout
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -298,7 +301,15 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 def test_serial_equals_local_pool_and_dask_localcluster(reference: pd.DataFrame, tmp_path: Path) -> None:
     kw = dict(grid={"rounds": [1, 2]}, base=CC_BASE, workers=2, plot=False)
     local = run_sweep("context_corrosion", 3, executor="local", out=tmp_path / "local", **kw)
-    dask = run_sweep("context_corrosion", 3, executor="dask", out=tmp_path / "dask", **kw)
+    # With Dask's default port taken (as by another cluster), the LocalCluster takes another one
+    # quietly: dask warned "Port 8787 is already in use" when its scheduler asked for that port.
+    with socket.socket() as held, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(OSError):  # (held by something else already: as good)
+            held.bind(("127.0.0.1", 8787))
+            held.listen()
+        dask = run_sweep("context_corrosion", 3, executor="dask", out=tmp_path / "dask", **kw)
+    assert not [w for w in caught if "already in use" in str(w.message)]
     for other in (local, dask):
         pd.testing.assert_frame_equal(stable(reference), stable(other))
     assert (reference["status"] == "ok").all() and len(reference) == 2 * 2 * 3

@@ -1,4 +1,7 @@
-"""The shared scenario CLI: flags, config files, errors, --json."""
+"""The shared scenario CLI: flags, config files, errors, --json.
+
+The commands run in this process (tests/commands.py), but for the two whose subject is the
+process: a closed stdout pipe and the interpreter's ``-m`` lookup of a mistyped scenario."""
 
 from __future__ import annotations
 
@@ -9,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import Ran, run_module
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scenarios.context_corrosion", *args],
-        cwd=cwd, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
-    )
+def run_cli(*args: str, cwd: Path) -> Ran:
+    return run_module("scenarios.context_corrosion", *args, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -60,8 +62,7 @@ def test_unknown_flag_is_one_line(tmp_path):
 ])
 def test_a_misspelt_flag_gets_the_closest_one(tmp_path, module, argv, message):
     out = [] if module == "simcore.replay" else ["--out", str(tmp_path / "runs")]  # (replay writes nothing)
-    res = subprocess.run([sys.executable, "-m", module, *argv, *out], cwd=tmp_path,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    res = run_module(module, *argv, *out, cwd=tmp_path)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == f"python -m {module}: error: {message}\n"
     assert not (tmp_path / "runs").exists()

@@ -8,8 +8,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from simcore.runs.counterfactual import (
     trial_dir,
     trial_seeds,
 )
+from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = SCENARIO.config_type(metrics=False, rounds=1)
@@ -203,11 +202,8 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, messag
 
 
 def test_cli_monte_carlo_json_prints_only_json(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "scenarios.context_corrosion", "--trials", "2", "--rounds", "1",
-         "--n-peers", "2", "--plots", "none", "--seed", "3", "--json", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    proc = run_module("scenarios.context_corrosion", "--trials", "2", "--rounds", "1", "--n-peers", "2",
+                      "--plots", "none", "--seed", "3", "--json", "--out", str(tmp_path), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["mode"] == "monte_carlo" and summary["n_trials"] == 2

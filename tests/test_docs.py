@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import run_module
 from tests.sandbox import REPO, make_sandbox
 
 DOCS = REPO / "docs"
@@ -272,15 +273,14 @@ RERUN_PAGES = ("scenarios/context_corrosion.md", "scenarios/llm_auction.md")
 
 @pytest.mark.parametrize("page", RERUN_PAGES)
 def test_documented_outputs_are_what_the_commands_print_now(page, tmp_path):
-    """Each documented output is rerun (on the stub, no plots, into a temporary directory)
-    and must match: a page cannot show figures that today's code does not give."""
+    """Each documented output is rerun (on the stub, no plots, into a temporary directory, in
+    this process) and must match: a page cannot show figures that today's code does not give."""
     found = rerun_blocks(DOCS / page)
     assert found, f"{page}: no documented output to rerun"
     for command, expected in found:
         argv = shlex.split(command)
         assert argv[:2] == ["python", "-m"], command
-        res = subprocess.run([sys.executable, *argv[1:], "--out", str(tmp_path), "--plots", "none"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
+        res = run_module(*argv[2:], "--out", str(tmp_path), "--plots", "none", cwd=tmp_path)
         assert res.returncode == 0, (command, res.stderr[-2000:])
         assert output_matches(expected, res.stdout), f"{page}: {command}\n--- documented\n{expected}--- now\n{res.stdout}"
 

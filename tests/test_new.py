@@ -12,6 +12,7 @@ import pytest
 
 from simcore.base.config import ConfigError
 from simcore.new import create, main, render
+from tests.commands import run_module
 from tests.sandbox import make_sandbox
 
 
@@ -55,8 +56,9 @@ def test_an_existing_target_is_refused_and_left_alone(tmp_path):
 
 
 def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "simcore.new", "demo_study", "--out", str(tmp_path)],
-                         capture_output=True, text=True, check=True).stdout
+    made = run_module("simcore.new", "demo_study", "--out", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    out = made.stdout
     project = tmp_path / "demo_study"
     # It says how to run its tests, whose pytest only the extra brings (the README's first install has none).
     assert f"pip install -e {project}\n" in out and f"pip install -e '{project}[test]'\n" in out

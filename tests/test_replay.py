@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.replay import main as replay_main
 from simcore.runs.runner import run_trial, write_run
+from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,11 +85,9 @@ def test_a_damaged_recorded_trace_is_reported_as_damaged_not_as_a_difference(tmp
 
 def test_replay_cli_exit_codes(tmp_path):
     run_dir = record(tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "simcore.replay", str(run_dir)], cwd=ROOT,
-                        capture_output=True, text=True)
+    ok = run_module("simcore.replay", str(run_dir), cwd=ROOT)
     assert ok.returncode == 0 and ok.stdout.strip().endswith("identical to the recorded run")
-    bad = subprocess.run([sys.executable, "-m", "simcore.replay", str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    bad = run_module("simcore.replay", str(tmp_path), cwd=ROOT)
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1
 

@@ -3,9 +3,11 @@ reference libraries (statsmodels, scipy) and published examples, and valid at th
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import random
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -62,7 +64,12 @@ finite = st.floats(-5, 5, allow_nan=False).map(lambda x: round(x, 3))
 
 @given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=12))
 def test_holm_equals_statsmodels(ps):
-    assert holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]), abs=1e-12)
+    # statsmodels' multipletests runs a full gc.collect() on every call (0.1-0.6 s in a worker that
+    # holds the suite's objects: a minute for hypothesis's 100 examples); the collection has no
+    # part in its result, so it is skipped here, for this call only.
+    with mock.patch.object(gc, "collect", lambda *args: 0):
+        reference = multipletests(ps, method="holm")[1]
+    assert holm(ps) == pytest.approx(list(reference), abs=1e-12)
 
 
 def test_holm_known_example_and_gaps():
