@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +42,8 @@ from simcore.perturbation.study import format_summary, write_study
 from simcore.replay import replay_async
 from simcore.runs.runner import run_trial, run_trial_async
 from simcore.runs.scenario import load_scenario
+
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
 CFG = CorrosionConfig(rounds=2, n_peers=2)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
 CALLS = 12
@@ -363,20 +362,11 @@ def test_the_same_pair_twice_gives_identical_metrics(seed, spec):
     assert pair_once(seed, spec) == pair_once(seed, spec)
 
 
-def test_pair_metrics_do_not_depend_on_the_hash_seed(tmp_path):
-    outs = []
-    for hashseed in ("1", "2"):
-        out = tmp_path / hashseed
-        env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        subprocess.run(
-            [sys.executable, "-m", "scenarios.perturbation", "--scenario", "context_corrosion", "--rounds", "2",
-             "--n-peers", "2", "--no-metrics", "--perturb", "swap:round=1", "--perturb", "inject:agent=P2,round=1,text=y",
-             "--pairs", "2", "--no-plot", "--out", str(out), "--json"],
-            check=True, env=env, capture_output=True, cwd=Path(__file__).parent.parent,
-        )
-        (study,) = (out / "perturbation").iterdir()
-        outs.append((study / "pairs.jsonl").read_text())
-    assert outs[0] == outs[1]
+def test_pair_metrics_do_not_depend_on_the_hash_seed(hash_seed_pair):
+    """The command's pairs here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("perturbation")
+    assert len(here.splitlines()) == 2 * 2  # two pairs of each perturbation
+    assert there == here
 
 
 # -- outcome hooks -----------------------------------------------------------------
