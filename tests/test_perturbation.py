@@ -45,7 +45,7 @@ from simcore.runs.scenario import load_scenario
 
 pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
-CFG = CorrosionConfig(rounds=2, n_peers=2)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
+CFG = CorrosionConfig(rounds=2, n_peers=2, metrics=False)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
 CALLS = 12
 SEED = 5
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0}
@@ -372,7 +372,7 @@ def test_pair_metrics_do_not_depend_on_the_hash_seed(hash_seed_pair):
 # -- outcome hooks -----------------------------------------------------------------
 
 @pytest.mark.parametrize("name, fields, check", [
-    ("context_corrosion", {"rounds": 1, "n_peers": 2},
+    ("context_corrosion", {"rounds": 1, "n_peers": 2, "metrics": False},
      lambda o: set(o) == {"D", "P1", "P2"} and all(isinstance(v, str) for v in o.values())),
     ("veil_of_ignorance", {"n_agents": 2, "max_rounds": 2},
      lambda o: set(o) == {"consensus", "principle", "amount"} and isinstance(o["consensus"], bool)),
@@ -465,7 +465,7 @@ def test_report_and_plots(tmp_path):
 # -- command line ------------------------------------------------------------------
 
 def test_cli_writes_a_study_that_replays(tmp_path, capsys):
-    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--perturb",
+    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--no-metrics", "--perturb",
               "drop:agent=P1,round=2", "--perturb", "none", "--pairs", "2", "--out", str(tmp_path), "--json",
               "--no-progress"])
     assert rc == 0
