@@ -239,7 +239,7 @@ def test_the_readme_sweep_run_twice_prints_its_table_and_resume_finds_its_direct
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)  # the default directory, runs/sweeps/<scenario>-<id>, lands here
     argv = ["context_corrosion", "--trials", "2", "--grid", "rounds=1,2", "--n-peers", "2", "--no-metrics",
-            "--executor", "serial", "--no-progress"]
+            "--executor", "serial", "--no-progress", "--no-plot"]
     assert batch_main(argv) == 0
     first = capsys.readouterr()
     (sweep,) = (tmp_path / "runs" / "sweeps").iterdir()
