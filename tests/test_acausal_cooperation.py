@@ -11,8 +11,6 @@ import math
 import os
 import pickle
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -61,6 +59,8 @@ from simcore.runs.counterfactual import compared_metrics
 from simcore.runs.runner import run_trial_async, write_run
 from simcore.sim.kernel import Reply
 from tests.commands import run_module
+
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
 C, D = COOPERATE, DEFECT
 GOLDEN = Path(__file__).parent / "golden" / "acausal_cooperation_small.jsonl"
@@ -418,22 +418,11 @@ def test_same_seed_same_trace(seed: int) -> None:
     assert run(config, seed).trace.to_jsonl() == run(config, seed).trace.to_jsonl()
 
 
-def test_trace_independent_of_hash_seed() -> None:
-    code = (
-        "import asyncio; from scenarios.acausal_cooperation import SCENARIO as S;"
-        "from simcore.runs.runner import run_trial_async;"
-        "c = S.config_type(n_agents=3, rounds=2, scripted='random:0.4,grudger', embeddings=False);"
-        "print(asyncio.run(run_trial_async(S, c, 11)).trace.sha256())"
-    )
-    root = Path(__file__).resolve().parent.parent
-    out = set()
-    for hs in ("0", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": hs}
-        res = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                             timeout=120)
-        assert res.returncode == 0, res.stderr
-        out.add(res.stdout.strip())
-    assert len(out) == 1
+def test_trace_independent_of_hash_seed(hash_seed_pair) -> None:
+    """The same trace here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("acausal_cooperation")
+    assert there == here
+    assert here == run(cfg(n_agents=3, rounds=2, scripted="random:0.4,grudger"), 11).trace.sha256()
 
 
 def test_golden_trace() -> None:

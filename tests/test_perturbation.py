@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +43,9 @@ from simcore.replay import replay_async
 from simcore.runs.runner import run_trial, run_trial_async
 from simcore.runs.scenario import load_scenario
 
-CFG = CorrosionConfig(rounds=2, n_peers=2)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
+
+CFG = CorrosionConfig(rounds=2, n_peers=2, metrics=False)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
 CALLS = 12
 SEED = 5
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0}
@@ -363,26 +362,17 @@ def test_the_same_pair_twice_gives_identical_metrics(seed, spec):
     assert pair_once(seed, spec) == pair_once(seed, spec)
 
 
-def test_pair_metrics_do_not_depend_on_the_hash_seed(tmp_path):
-    outs = []
-    for hashseed in ("1", "2"):
-        out = tmp_path / hashseed
-        env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        subprocess.run(
-            [sys.executable, "-m", "scenarios.perturbation", "--scenario", "context_corrosion", "--rounds", "2",
-             "--n-peers", "2", "--no-metrics", "--perturb", "swap:round=1", "--perturb", "inject:agent=P2,round=1,text=y",
-             "--pairs", "2", "--no-plot", "--out", str(out), "--json"],
-            check=True, env=env, capture_output=True, cwd=Path(__file__).parent.parent,
-        )
-        (study,) = (out / "perturbation").iterdir()
-        outs.append((study / "pairs.jsonl").read_text())
-    assert outs[0] == outs[1]
+def test_pair_metrics_do_not_depend_on_the_hash_seed(hash_seed_pair):
+    """The command's pairs here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("perturbation")
+    assert len(here.splitlines()) == 2 * 2  # two pairs of each perturbation
+    assert there == here
 
 
 # -- outcome hooks -----------------------------------------------------------------
 
 @pytest.mark.parametrize("name, fields, check", [
-    ("context_corrosion", {"rounds": 1, "n_peers": 2},
+    ("context_corrosion", {"rounds": 1, "n_peers": 2, "metrics": False},
      lambda o: set(o) == {"D", "P1", "P2"} and all(isinstance(v, str) for v in o.values())),
     ("veil_of_ignorance", {"n_agents": 2, "max_rounds": 2},
      lambda o: set(o) == {"consensus", "principle", "amount"} and isinstance(o["consensus"], bool)),
@@ -475,7 +465,7 @@ def test_report_and_plots(tmp_path):
 # -- command line ------------------------------------------------------------------
 
 def test_cli_writes_a_study_that_replays(tmp_path, capsys):
-    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--perturb",
+    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--no-metrics", "--perturb",
               "drop:agent=P1,round=2", "--perturb", "none", "--pairs", "2", "--out", str(tmp_path), "--json",
               "--no-progress"])
     assert rc == 0

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import threading
 import time
 from html import unescape
@@ -959,6 +960,41 @@ async def _post(root: Path, url: str, headers: dict[str, str]) -> tuple[int, dic
             return res.status, await res.text()
 
 
+class _Ran:
+    """What ``asyncio.create_subprocess_exec`` returns, for a command that already ran."""
+
+    def __init__(self, ran) -> None:
+        self.returncode, self._out = ran.returncode, (ran.stdout.encode(), ran.stderr.encode())
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        return self._out
+
+    def kill(self) -> None:
+        pass
+
+    async def wait(self) -> int:
+        return self.returncode
+
+
+@pytest.fixture
+def replay_in_process(monkeypatch):
+    """The replay button's ``python -m simcore.replay RUN --json`` runs in this process (as
+    tests/commands.py runs a command), not in a new interpreter: the app reads its exit status,
+    stdout and stderr as it reads a process's. test_replay_button_reports_identical_and_writes_nothing
+    replays in a real process. Yields the commands run."""
+    from tests.commands import run_module
+
+    ran: list[tuple[str, ...]] = []
+
+    async def exec_(program, *args, cwd=None, **_):
+        assert (program, args[0]) == (sys.executable, "-m"), (program, args)
+        ran.append(args[1:])
+        return _Ran(await asyncio.to_thread(run_module, *args[1:], cwd=cwd))
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", exec_)
+    yield ran
+
+
 def test_replay_button_reports_identical_and_writes_nothing(runs):
     root, ids = runs
     before = _snapshot(root)
@@ -967,10 +1003,11 @@ def test_replay_button_reports_identical_and_writes_nothing(runs):
     assert _snapshot(root) == before
 
 
-def test_replay_of_a_damaged_run_says_damaged(runs):
+def test_replay_of_a_damaged_run_says_damaged(runs, replay_in_process):
     root, ids = runs
     status, data = asyncio.run(_post(root, f"/replay/{ids['damaged']}", {"X-Simcore-View": "1"}))
     assert status == 200 and data["outcome"] == "damaged" and "trace.jsonl: damaged" in data["detail"]
+    assert replay_in_process == [("simcore.replay", str(root / ids["damaged"]), "--json")]
 
 
 def test_replay_needs_the_pages_header(runs):
@@ -983,7 +1020,6 @@ def test_replay_needs_the_pages_header(runs):
 
 def test_command_binds_localhost_by_default_and_prints_its_url(runs):
     import subprocess
-    import sys
 
     root, _ = runs
     proc = subprocess.Popen([sys.executable, "-m", "simcore.view", str(root), "--port", "0"],
@@ -1006,11 +1042,9 @@ def test_command_binds_localhost_by_default_and_prints_its_url(runs):
 
 
 def test_command_rejects_a_missing_directory(tmp_path):
-    import subprocess
-    import sys
+    from tests.commands import run_module
 
-    res = subprocess.run([sys.executable, "-m", "simcore.view", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=60)
+    res = run_module("simcore.view", str(tmp_path / "nope"))
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         f"error: runs_dir: {str(tmp_path / 'nope')!r} is not a directory"]
 
@@ -1219,7 +1253,7 @@ def test_browser_plots_of_a_comparison_and_a_study_load(server, browser):
 
 
 @pytest.mark.browser
-def test_browser_run_page_expands_a_prompt_and_replays(server, browser):
+def test_browser_run_page_expands_a_prompt_and_replays(server, browser, replay_in_process):
     from selenium.webdriver.common.by import By
 
     base, ids = server
@@ -1234,6 +1268,7 @@ def test_browser_run_page_expands_a_prompt_and_replays(server, browser):
     result = browser.find_element(By.ID, "replay-result")
     _wait(lambda: result.text.startswith(("identical", "differs", "damaged", "error")))
     assert result.text.startswith("identical"), result.text
+    assert [argv[0] for argv in replay_in_process] == ["simcore.replay"]
 
 
 @pytest.mark.browser
