@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -102,6 +104,13 @@ def _entry(scope: str, occurrence: int, request: LLMRequest, kind: str, body: di
     # Only entries that are written need the canonical JSON (replay hits never do).
     return Entry(scope, request.digest(), occurrence, request.model, request.canonical(), kind, body)
 
+# Writers open on each file in this process. Trials that run side by side (a comparison's arms on
+# one loop) each open the run's cassette; a file goes back to one plain file only when the last
+# of them closes, since SQLite leaves WAL mode only on a connection that is the file's only one.
+_WRITERS: Counter[Path] = Counter()
+_CREATED: set[Path] = set()
+_WRITERS_LOCK = threading.Lock()
+
 
 class Cassette:
     """A SQLite cassette file.
@@ -140,6 +149,11 @@ class Cassette:
             self._db = sqlite3.connect(self.path)
             self._created = wal = True
             self._db.execute("PRAGMA journal_mode=WAL")
+        self._key = self.path.resolve()
+        with _WRITERS_LOCK:
+            _WRITERS[self._key] += 1
+            if self._created:
+                _CREATED.add(self._key)
         if wal:
             # Each response is committed as it arrives; in WAL mode NORMAL keeps that
             # safe against a crashed or killed run without an fsync per call.
@@ -195,11 +209,23 @@ class Cassette:
         return int(self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database; a file this object created is left as one plain file."""
+        """Close the database; a file created in this process is left as one plain file by the
+        last of its writers here to close."""
         if not self.readonly:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if self._created:
-                self._db.execute("PRAGMA journal_mode=DELETE")
+            with _WRITERS_LOCK:
+                _WRITERS[self._key] -= 1
+                plain = _WRITERS[self._key] <= 0 and self._key in _CREATED
+                if _WRITERS[self._key] <= 0:
+                    del _WRITERS[self._key]
+                    _CREATED.discard(self._key)
+            if plain:
+                try:
+                    self._db.execute("PRAGMA journal_mode=DELETE")
+                except sqlite3.OperationalError:
+                    # Another process has the file open: it stays in WAL mode, which SQLite
+                    # reads as well; every entry is already in the main file (checkpointed).
+                    pass
         self._db.close()
 
 
