@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -97,8 +98,6 @@ def run_bash(script: str, cwd: Path, env: dict[str, str] | None = None,
 
 def _serve(server: socket.socket, proc: subprocess.Popen, tmp_dir: Path, timeout: float) -> None:
     """Answer the script's ``python -m`` requests until bash exits."""
-    import time
-
     deadline = time.monotonic() + timeout
     count = 0
     exited = os.pidfd_open(proc.pid)  # readable once bash has exited
