@@ -13,37 +13,31 @@ scenarios ask for, must
    reasoning, is at least the reply's ``max_tokens``.
 
 And responses built from the SDKs' response types parse into what they say.
+
+The SDKs' types are imported when the first test that needs them runs, not at collection:
+every xdist worker collects this file, and the imports cost it about 3 s of CPU.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import json
 import pkgutil
 import typing
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import typing_extensions
 
-pytest.importorskip("openai")
-pytest.importorskip("anthropic")
-pytest.importorskip("google.genai")
-
-from anthropic.types import Message as AnthropicMessage  # noqa: E402
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming  # noqa: E402
-from google.genai import types as genai  # noqa: E402
-from openai.types.chat import ChatCompletion  # noqa: E402
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming  # noqa: E402
-from pydantic import TypeAdapter  # noqa: E402
-
-import scenarios  # noqa: E402
-from backends import fake_behaviour  # noqa: E402
-from backends.base import LLMRequest, Message  # noqa: E402
-from backends.models import rule_for  # noqa: E402
-from backends.providers import (  # noqa: E402
+import scenarios
+from backends import fake_behaviour
+from backends.base import LLMRequest, Message
+from backends.models import rule_for
+from backends.providers import (
     PRESETS,
     REASONING_CUT,
     build_request,
@@ -51,7 +45,7 @@ from backends.providers import (  # noqa: E402
     parse_gemini,
     parse_openai,
 )
-from simcore.replies.schema import json_schema  # noqa: E402
+from simcore.replies.schema import json_schema
 
 #: Models per preset: one of each family the rules table knows, and one it does not.
 MODELS = {
@@ -75,6 +69,33 @@ BASE = "http://127.0.0.1:1"
 # llama.cpp's server takes the schema inside a json_object response_format, an extension the
 # OpenAI SDK does not list (llama.cpp tools/server README, "response_format").
 EXTENSIONS = {"llamacpp": {("response_format", "schema")}}
+
+
+@functools.cache
+def _load_sdks() -> SimpleNamespace:
+    for name in ("openai", "anthropic", "google.genai"):
+        pytest.importorskip(name)
+    from anthropic.types import Message as AnthropicMessage
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+    from google.genai import types as genai
+    from openai.types.chat import ChatCompletion
+    from openai.types.chat.completion_create_params import (
+        CompletionCreateParamsNonStreaming,
+    )
+    from pydantic import TypeAdapter
+
+    return SimpleNamespace(
+        AnthropicMessage=AnthropicMessage, MessageCreateParamsNonStreaming=MessageCreateParamsNonStreaming,
+        genai=genai, ChatCompletion=ChatCompletion,
+        CompletionCreateParamsNonStreaming=CompletionCreateParamsNonStreaming,
+        OPENAI_TYPE=TypeAdapter(CompletionCreateParamsNonStreaming),
+        ANTHROPIC_TYPE=TypeAdapter(MessageCreateParamsNonStreaming))
+
+
+@pytest.fixture
+def sdk() -> SimpleNamespace:
+    """The three SDKs' types (the tests that use it skip where an SDK is not installed)."""
+    return _load_sdks()
 
 
 def test_the_models_cover_every_preset_but_the_stub():
@@ -171,11 +192,7 @@ def closed(value: Any, tp: Any, path: str = "body", allowed: frozenset = frozens
     return []
 
 
-OPENAI_TYPE = TypeAdapter(CompletionCreateParamsNonStreaming)
-ANTHROPIC_TYPE = TypeAdapter(MessageCreateParamsNonStreaming)
-
-
-def sdk_problems(preset: str, body: dict[str, Any], rule: Any = None) -> list[str]:
+def sdk_problems(sdk: SimpleNamespace, preset: str, body: dict[str, Any], rule: Any = None) -> list[str]:
     """Problems of ``body`` against the preset's SDK request type (closed).
 
     Anthropic's SDK no longer lists temperature: it may be sent only where the model's
@@ -183,19 +200,19 @@ def sdk_problems(preset: str, body: dict[str, Any], rule: Any = None) -> list[st
     """
     protocol = PRESETS[preset].protocol
     if protocol == "anthropic":
-        ANTHROPIC_TYPE.validate_python(body)  # types and values, as the SDK checks them
+        sdk.ANTHROPIC_TYPE.validate_python(body)  # types and values, as the SDK checks them
         still = rule is not None and "temperature" in rule.sampling
-        return closed(body, MessageCreateParamsNonStreaming,
+        return closed(body, sdk.MessageCreateParamsNonStreaming,
                       allowed=frozenset({("body", "temperature")} if still else ()))
     if protocol == "gemini":
         problems = [f"body.{k}: not a generateContent field" for k in body
                     if k not in ("contents", "generationConfig", "systemInstruction")]
-        genai.GenerationConfig.model_validate(body["generationConfig"])  # extra keys forbidden by the SDK
+        sdk.genai.GenerationConfig.model_validate(body["generationConfig"])  # extra keys forbidden by the SDK
         for content in body["contents"] + ([body["systemInstruction"]] if "systemInstruction" in body else []):
-            genai.Content.model_validate(content)
+            sdk.genai.Content.model_validate(content)
         return problems
-    OPENAI_TYPE.validate_python(body)
-    return closed(body, CompletionCreateParamsNonStreaming, allowed=frozenset(EXTENSIONS.get(preset, ())))
+    sdk.OPENAI_TYPE.validate_python(body)
+    return closed(body, sdk.CompletionCreateParamsNonStreaming, allowed=frozenset(EXTENSIONS.get(preset, ())))
 
 
 def answer_room(protocol: str, model: str, body: dict[str, Any]) -> int:
@@ -208,7 +225,7 @@ def answer_room(protocol: str, model: str, body: dict[str, Any]) -> int:
 
 
 @pytest.mark.parametrize("preset", sorted(MODELS))
-def test_every_body_fits_the_sdk_and_the_providers_rules(preset):
+def test_every_body_fits_the_sdk_and_the_providers_rules(sdk, preset):
     protocol = PRESETS[preset].protocol
     checked = 0
     for model in MODELS[preset]:
@@ -216,7 +233,7 @@ def test_every_body_fits_the_sdk_and_the_providers_rules(preset):
             rule = rule_for(preset, model)
             body = build_request(PRESETS[preset], BASE, request, model, rule=rule).body
             where = f"{preset}:{model} {request.metadata.get('schema', 'text')}"
-            assert sdk_problems(preset, body, rule) == [], where
+            assert sdk_problems(sdk, preset, body, rule) == [], where
             refusal = fake_behaviour.refuse(protocol, model, body)
             assert refusal is None, f"{where}: {refusal}"
             assert answer_room(protocol, model, body) >= request.max_tokens, where
@@ -240,8 +257,8 @@ def test_temperature_goes_only_where_the_table_says_the_model_takes_it():
 # -- responses built from the SDKs' types ----------------------------------------------------
 
 
-def test_openai_responses_from_the_sdk_parse():
-    done = ChatCompletion.model_validate({
+def test_openai_responses_from_the_sdk_parse(sdk):
+    done = sdk.ChatCompletion.model_validate({
         "id": "c", "object": "chat.completion", "created": 0, "model": "gpt-5-mini",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"a": 1}'}}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 40, "total_tokens": 50,
@@ -254,8 +271,8 @@ def test_openai_responses_from_the_sdk_parse():
     assert parse_openai(json.loads(cut.model_dump_json(exclude_none=True))).finish_reason == REASONING_CUT
 
 
-def test_anthropic_responses_from_the_sdk_parse():
-    msg = AnthropicMessage.model_validate({
+def test_anthropic_responses_from_the_sdk_parse(sdk):
+    msg = sdk.AnthropicMessage.model_validate({
         "id": "m", "type": "message", "role": "assistant", "model": "claude-opus-5-5", "stop_sequence": None,
         "content": [{"type": "thinking", "thinking": "", "signature": "s"}, {"type": "text", "text": '{"a": 1}'}],
         "stop_reason": "end_turn",
@@ -271,8 +288,8 @@ def test_anthropic_responses_from_the_sdk_parse():
     assert parse_anthropic(json.loads(thought.model_dump_json(exclude_none=True))).finish_reason == REASONING_CUT
 
 
-def test_gemini_responses_from_the_sdk_parse():
-    resp = genai.GenerateContentResponse.model_validate({
+def test_gemini_responses_from_the_sdk_parse(sdk):
+    resp = sdk.genai.GenerateContentResponse.model_validate({
         "candidates": [{"content": {"role": "model", "parts": [{"text": "hmm", "thought": True}, {"text": "{}"}]},
                         "finishReason": "STOP"}],
         "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 2, "thoughtsTokenCount": 30,
@@ -281,7 +298,7 @@ def test_gemini_responses_from_the_sdk_parse():
     })
     res = parse_gemini(json.loads(resp.model_dump_json(by_alias=True, exclude_none=True)))
     assert (res.text, res.finish_reason, tuple(res.usage)) == ("{}", "stop", (8, 32, 30, 5))
-    cut = genai.GenerateContentResponse.model_validate({
+    cut = sdk.genai.GenerateContentResponse.model_validate({
         "candidates": [{"finishReason": "MAX_TOKENS"}],
         "usageMetadata": {"promptTokenCount": 8, "thoughtsTokenCount": 200}})
     cut_body = json.loads(cut.model_dump_json(by_alias=True, exclude_none=True))

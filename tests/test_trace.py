@@ -137,8 +137,9 @@ def test_failed_trial_leaves_no_trace_file(tmp_path):
 
 def test_cli_trace_flag(tmp_path):
     def cli(*args):
-        return run_module("scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2", "--out", str(tmp_path),
-                          *args)
+        # (no plots: the trace is what is compared, and the figures cost more than the runs)
+        return run_module("scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2", "--plots", "none",
+                          "--out", str(tmp_path), *args)
 
     bad = cli("--trace", "disk")
     assert bad.returncode == 2 and "--trace" in bad.stderr and "stream" in bad.stderr
