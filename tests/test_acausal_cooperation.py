@@ -736,7 +736,8 @@ def test_own_field_names_win_over_the_original_spelling_and_unknown_keys_fail() 
 
 
 def test_config_baseline_runs_the_original_config(tmp_path: Path, capsys) -> None:
-    code = cli_main(SCENARIO, ["--config", "baseline", "--no-embeddings", "--out", str(tmp_path), "--json"])
+    code = cli_main(SCENARIO, ["--config", "baseline", "--no-embeddings", "--plots", "none", "--out", str(tmp_path),
+                               "--json"])
     assert code == 0
     results = json.loads(capsys.readouterr().out)
     assert results["experiment_name"] == "baseline" and results["decision_prompt"] == "structured"
@@ -834,8 +835,9 @@ def compare_main(argv: list[str]) -> int:
 def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, capsys) -> None:
     import pandas as pd
 
+    # (no test here reads a run's plots: --plots none)
     code = compare_main(["--trials", "2", "--n-agents", "3", "--rounds", "4", "--no-embeddings", "--seed", "9",
-                         "--out", str(tmp_path)])
+                         "--plots", "none", "--out", str(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
     (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
@@ -877,7 +879,7 @@ def test_compare_with_one_trial_gives_wilson_intervals_of_the_runs_own_counts(tm
     from simcore.analysis.stats import proportion_ci
 
     assert compare_main(["--configs", "baseline", "--n-agents", "3", "--rounds", "4", "--no-embeddings",
-                         "--out", str(tmp_path)]) == 0
+                         "--plots", "none", "--out", str(tmp_path)]) == 0
     (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
     row = pd.read_csv(cdir / "experiment_comparison.csv").iloc[0]
     results = json.loads((cdir / "runs" / "acausal_cooperation" / "baseline-t0" / "results.json").read_text())

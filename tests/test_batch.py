@@ -185,14 +185,14 @@ def test_cli_bad_input_exits_2_and_writes_nothing(
 
 def test_refuses_to_overwrite_or_change_a_sweep(tmp_path: Path) -> None:
     out = tmp_path / "s"
-    run_sweep(FLAKY, 1, executor="serial", out=out)
+    run_sweep(FLAKY, 1, executor="serial", out=out, plot=False)
     with pytest.raises(ConfigError, match="already holds another sweep; choose another --out"):
-        run_sweep(FLAKY, 2, executor="serial", out=out)
+        run_sweep(FLAKY, 2, executor="serial", out=out, plot=False)
     with pytest.raises(ConfigError, match="trials differs"):
-        run_sweep(FLAKY, 2, executor="serial", out=out, resume=True)
+        run_sweep(FLAKY, 2, executor="serial", out=out, resume=True, plot=False)
     (out / "summary.json").unlink()  # as if the first pass had been killed before its tables
     with pytest.raises(ConfigError, match="already holds this sweep, unfinished; pass --resume to finish it"):
-        run_sweep(FLAKY, 1, executor="serial", out=out)
+        run_sweep(FLAKY, 1, executor="serial", out=out, plot=False)
 
 
 def test_a_finished_sweep_run_again_returns_its_results_and_runs_nothing(tmp_path: Path) -> None:
@@ -393,7 +393,8 @@ def test_the_printed_summary_is_a_compact_table_and_verbose_prints_the_detail(re
 
 
 def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:
-    df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3)
+    df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3,
+                   plot=False)
     failed = df[df["status"] == "error"]
     assert len(df) == 12 and 0 < len(failed) < 12
     assert failed["error"].str.contains("planned failure").all()
@@ -409,7 +410,7 @@ def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> 
 
 def test_fail_fast_skips_the_rest(tmp_path: Path) -> None:
     df = run_sweep(FLAKY, 20, base={"fail_every": 1}, conditions=None, executor="serial",
-                   out=tmp_path / "s", fail_fast=True)
+                   out=tmp_path / "s", fail_fast=True, plot=False)
     assert list(df["status"].iloc[:1]) == ["error"]
     assert (df["status"].iloc[1:] == "skipped").all()
     assert (df["error"].iloc[1:] == "fail-fast").all()
@@ -458,7 +459,7 @@ def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_
 
     notes: list[str] = []
     df = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
-                   out=sweep, resume=True, echo=notes.append)
+                   out=sweep, resume=True, echo=notes.append, plot=False)
     pd.testing.assert_frame_equal(stable(df), stable(reference))
     assert not staging.exists()
     after = {d.name: d.stat().st_mtime_ns for d in runs.iterdir()}
@@ -471,7 +472,7 @@ def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_
 
     # resuming a finished sweep runs nothing and changes nothing
     again = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
-                      out=sweep, resume=True)
+                      out=sweep, resume=True, plot=False)
     pd.testing.assert_frame_equal(stable(again), stable(reference))
     assert again.attrs["summary"]["timing"]["trials_run"] == 0
 

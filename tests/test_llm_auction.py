@@ -658,7 +658,7 @@ def test_compare_without_api_key_fails_in_one_line(tmp_path, capsys, monkeypatch
 
 def test_compare_with_one_trial_reports_the_difference_and_tests_nothing(tmp_path, capsys):
     rc = compare_main(["--trials", "1", "--mechanisms", "auction,turn_taking", "--n-agents", "5",
-                       "--n-vignettes", "2", "--out", str(tmp_path)])
+                       "--n-vignettes", "2", "--plots", "none", "--out", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.split()[:2] == ["correctness", "auction"])

@@ -258,8 +258,8 @@ async def test_prefix_reuse_pays_only_for_calls_from_the_point(server, tmp_path)
     assert (row["calls_perturbed"], row["reused_calls"], row["live_calls"]) == (11, 6, 5)
     assert server.stats()["requests"] == CALLS + 5
     assert row["applied"] and row["d_norm"] > 0 and row["token_overhead"] != UNAVAILABLE
-    # the perturbed run replays offline from its own cassette
-    out = write_study(study, tmp_path)
+    # the perturbed run replays offline from its own cassette (the study's plots: read by no test here)
+    out = write_study(study, tmp_path, plots=False)
     await server.stop()
     assert (await replay_async(out / "runs" / "context_corrosion" / "pair0-p0")).identical
 
@@ -304,7 +304,7 @@ async def test_unmeasured_noise_floor_on_a_real_backend_warns(server, tmp_path):
     assert res.summary().attrs["warnings"] == res.warnings()
     assert res.summary().loc[0, "n_within_noise_floor"] is None
     assert "WARNING: NOISE FLOOR NOT MEASURED" in format_summary(res)
-    out = write_study(study, tmp_path)
+    out = write_study(study, tmp_path, plots=False)
     assert "> **WARNING:** NOISE FLOOR NOT MEASURED" in (out / "report.md").read_text()
 
 
