@@ -56,7 +56,7 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
     per: dict[str, dict[str, int]] = {p: {"statements": 0, "covered": 0} for p in PACKAGES}
     elsewhere = []  # files of another checkout, imported by a process of the run: named, not counted
     for name, info in files.items():
-        path = Path(name).resolve()
+        path = (tree / name).resolve()  # (coverage.py 7.17 reports names relative to the run's directory)
         if not path.is_relative_to(tree):
             elsewhere.append(name)
             continue
@@ -65,7 +65,7 @@ def measure(tree: Path, python: str, workers: int, paths: list[str]) -> dict:
         per[top]["covered"] += info["summary"]["covered_lines"]
     total = {k: sum(v[k] for v in per.values()) for k in ("statements", "covered")}
     for row in (*per.values(), total):
-        row["percent"] = round(100 * row["covered"] / row["statements"], 2)
+        row["percent"] = round(100 * row["covered"] / row["statements"], 2) if row["statements"] else None
     tail = run.stdout.strip().splitlines()[-1:] or [""]
     return {"packages": per, "total": total, "pytest_exit": run.returncode, "pytest_summary": tail[0],
             "failed": [line for line in run.stdout.splitlines() if line.startswith("FAILED ")],
