@@ -51,6 +51,9 @@ class LLMRequest:
         metadata: Agent, scenario, phase and such. Real backends never send it, but
             it is part of the canonical form, so two agents asking the same thing get
             distinct stub replies and distinct cassette entries.
+        reasoning_tokens: Tokens a reasoning model may spend thinking on top of
+            ``max_tokens`` (None: the allowance its model rule gives, see
+            :mod:`backends.models`). A re-ask of a reply its reasoning cut short sets it.
 
     Slotted: a million calls of one instant each hold a request until answered,
     and a slot costs a fraction of a per-instance dict.
@@ -63,6 +66,7 @@ class LLMRequest:
     seed: int | None = None
     schema: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    reasoning_tokens: int | None = None
     # Memos of canonical() and digest(): not fields of the request (a replaced request starts without).
     _canonical: str | None = field(default=None, init=False, repr=False, compare=False)
     _digest: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -93,6 +97,8 @@ class LLMRequest:
                 f"{self.model!r}|{self.max_tokens}|{self.temperature!r}|{self.seed}|"
                 f"{canonical_json(self.metadata)}|{schema}"
             )
+            if self.reasoning_tokens is not None:  # (absent from older requests' digests, which stay as they were)
+                head += f"|reasoning={self.reasoning_tokens}"
             parts = [head.encode()]
             for m in self.messages:
                 body = m.content.encode()
@@ -103,7 +109,7 @@ class LLMRequest:
         return cached
 
     def _head(self) -> dict[str, Any]:
-        return {
+        head = {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
@@ -111,13 +117,25 @@ class LLMRequest:
             "schema": self.schema,
             "metadata": self.metadata,
         }
+        if self.reasoning_tokens is not None:
+            head["reasoning_tokens"] = self.reasoning_tokens
+        return head
 
 
 class Usage(NamedTuple):
-    """Token counts reported by the provider (or estimated by the stub)."""
+    """Token counts reported by the provider (or estimated by the stub).
+
+    ``completion_tokens`` counts every output token billed, reasoning included
+    (providers that report reasoning apart, as xAI and Gemini do, have it added);
+    ``reasoning_tokens`` is the part of it spent reasoning, and ``cached_tokens`` the
+    part of ``prompt_tokens`` read from the provider's prompt cache, for the
+    providers that price them apart (:mod:`backends.pricing`).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -23,7 +25,8 @@ from typing import Any, Iterable, Sequence
 from backends.base import LLMRequest, LLMResponse, Usage
 from backends.errors import DamagedFile
 
-MODES = ("auto", "record", "replay")
+# resume: as auto, the file read-only (a failed run's own cassette answers what it recorded).
+MODES = ("auto", "record", "replay", "resume")
 FORMAT = "simcore-cassette-1"
 
 _SCHEMA = """
@@ -75,13 +78,20 @@ def response_entry(scope: str, occurrence: int, request: LLMRequest, res: LLMRes
     """An entry for a response."""
     body = {
         "text": res.text,
-        "usage": None if res.usage is None else [res.usage.prompt_tokens, res.usage.completion_tokens],
+        "usage": _usage_row(res.usage),
         "finish_reason": res.finish_reason,
         "model": res.model,
         "system_fingerprint": res.system_fingerprint,
         "latency_s": res.latency_s,
     }
     return _entry(scope, occurrence, request, "response", body)
+
+
+def _usage_row(usage: Usage | None) -> list[int] | None:
+    """Usage as recorded: [prompt, completion], with [reasoning, cached] after them when either is nonzero."""
+    if usage is None:
+        return None
+    return list(usage) if usage.reasoning_tokens or usage.cached_tokens else list(usage[:2])
 
 
 def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseException) -> Entry:
@@ -93,6 +103,13 @@ def error_entry(scope: str, occurrence: int, request: LLMRequest, exc: BaseExcep
 def _entry(scope: str, occurrence: int, request: LLMRequest, kind: str, body: dict[str, Any]) -> Entry:
     # Only entries that are written need the canonical JSON (replay hits never do).
     return Entry(scope, request.digest(), occurrence, request.model, request.canonical(), kind, body)
+
+# Writers open on each file in this process. Trials that run side by side (a comparison's arms on
+# one loop) each open the run's cassette; a file goes back to one plain file only when the last
+# of them closes, since SQLite leaves WAL mode only on a connection that is the file's only one.
+_WRITERS: Counter[Path] = Counter()
+_CREATED: set[Path] = set()
+_WRITERS_LOCK = threading.Lock()
 
 
 class Cassette:
@@ -132,6 +149,11 @@ class Cassette:
             self._db = sqlite3.connect(self.path)
             self._created = wal = True
             self._db.execute("PRAGMA journal_mode=WAL")
+        self._key = self.path.resolve()
+        with _WRITERS_LOCK:
+            _WRITERS[self._key] += 1
+            if self._created:
+                _CREATED.add(self._key)
         if wal:
             # Each response is committed as it arrives; in WAL mode NORMAL keeps that
             # safe against a crashed or killed run without an fsync per call.
@@ -187,11 +209,23 @@ class Cassette:
         return int(self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database; a file this object created is left as one plain file."""
+        """Close the database; a file created in this process is left as one plain file by the
+        last of its writers here to close."""
         if not self.readonly:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            if self._created:
-                self._db.execute("PRAGMA journal_mode=DELETE")
+            with _WRITERS_LOCK:
+                _WRITERS[self._key] -= 1
+                plain = _WRITERS[self._key] <= 0 and self._key in _CREATED
+                if _WRITERS[self._key] <= 0:
+                    del _WRITERS[self._key]
+                    _CREATED.discard(self._key)
+            if plain:
+                try:
+                    self._db.execute("PRAGMA journal_mode=DELETE")
+                except sqlite3.OperationalError:
+                    # Another process has the file open: it stays in WAL mode, which SQLite
+                    # reads as well; every entry is already in the main file (checkpointed).
+                    pass
         self._db.close()
 
 
@@ -280,10 +314,11 @@ def _entry_from_row(path: Path, row: Sequence[Any]) -> Entry:
     elif row[5] == "response":
         usage, latency = body.get("usage"), body.get("latency_s", 0.0)
         if not isinstance(body.get("text"), str) or "finish_reason" not in body or not (
-            usage is None or (isinstance(usage, list) and len(usage) == 2
+            usage is None or (isinstance(usage, list) and len(usage) in (2, 4)
                               and all(isinstance(u, int) and not isinstance(u, bool) for u in usage))
         ) or isinstance(latency, bool) or not isinstance(latency, (int, float)):
-            problem = "a response needs text (a string), finish_reason, usage (two integers or null)"
+            problem = ("a response needs text (a string), finish_reason, usage (two integers, or four with "
+                       "reasoning and cached tokens, or null)")
     elif not (isinstance(body.get("type"), str) and isinstance(body.get("message"), str)):
         problem = "an error needs type and message (strings)"
     if problem:

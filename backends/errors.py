@@ -25,6 +25,7 @@ __all__ = [
     "HTTPStatusError",
     "MalformedResponse",
     "MissingAPIKey",
+    "ProviderError",
     "RateLimited",
     "RequestTimeout",
     "RunHalted",
@@ -89,21 +90,37 @@ class MalformedResponse(BackendError):
     retryable = True
 
 
+class ProviderError(BackendError):
+    """A 2xx response whose body reports that the provider failed after it started
+    (OpenRouter: ``finish_reason: "error"`` or an ``error`` object). Retried like a 5xx."""
+
+    retryable = True
+
+
 class HTTPStatusError(BackendError):
     """A non-2xx HTTP status.
 
     Attributes:
         status: The HTTP status code.
-        retry_after: Seconds the server asked us to wait, if it said.
+        retry_after: Seconds the server asked us to wait, if it said (a header, or
+            Gemini's ``RetryInfo.retryDelay`` in the body).
+        should_retry: The server's ``x-should-retry`` header (True/False), which
+            overrides the status as both official SDKs obey it; None without one.
+        param: The request parameter the server refused by name, if it named one.
     """
 
-    def __init__(self, message: str, status: int = 0, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, status: int = 0, retry_after: float | None = None,
+                 should_retry: bool | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.should_retry = should_retry
+        self.param: str | None = None
 
     @property
     def retryable(self) -> bool:  # type: ignore[override]
+        if self.should_retry is not None:
+            return self.should_retry
         return self.status in RETRY_STATUSES or self.status >= 500
 
 
@@ -126,26 +143,53 @@ class BadRequest(HTTPStatusError):
 class ContextOverflow(BadRequest):
     """HTTP 400: the prompt and completion budget do not fit the model's context window.
 
-    The server's message names the window and the prompt's tokens ("maximum context
-    length is 4096 tokens. However, you requested 5760 tokens (4160 in the messages,
-    1600 in the completion)", as llama-cpp-python and vLLM write it); both are read
-    from the message, so an error replayed from a cassette carries them too.
+    The server's message names the window and, mostly, the prompt's tokens; both are
+    read from the message, so an error replayed from a cassette carries them too. The
+    wordings read (:data:`OVERFLOWS`):
+
+    - OpenAI, DeepSeek, llama-cpp-python, vLLM: "maximum context length is 4096 tokens.
+      However, you requested 5760 tokens (4160 in the messages, 1600 in the completion)"
+      (or "your messages resulted in N tokens", or "your request has N input tokens");
+    - Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", and "input
+      length and `max_tokens` exceed context limit: 199000 + 8192 > 200000";
+    - the llama.cpp server and Ollama: "request (4476 tokens) exceeds the available
+      context size (4096 tokens)";
+    - Gemini: "The input token count (1200293) exceeds the maximum number of tokens
+      allowed (1048576)";
+    - xAI: "This model's maximum prompt length is 131072 but the request contains
+      136973 tokens".
 
     Attributes:
         window: The window the server named, or None.
         prompt_tokens: The prompt's tokens as the server counted them, or None.
     """
 
-    def __init__(self, message: str, status: int = 400, retry_after: float | None = None) -> None:
-        super().__init__(message, status, retry_after)
-        window = _WINDOW.search(message)
-        prompt = _PROMPT.search(message)
-        self.window = int(window.group(1)) if window else None
-        self.prompt_tokens = int(prompt.group(1)) if prompt else None
+    def __init__(self, message: str, status: int = 400, retry_after: float | None = None,
+                 should_retry: bool | None = None) -> None:
+        super().__init__(message, status, retry_after, should_retry)
+        self.window, self.prompt_tokens = overflow(message) or (None, None)
 
 
-_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
-_PROMPT = re.compile(r"\((\d+) in (?:the messages|your prompt)")
+# (pattern, group of the window, group of the prompt's tokens or 0)
+OVERFLOWS = (
+    (re.compile(r"maximum context length is (\d+) tokens(?:.*?(?:\((\d+) in (?:the messages|your prompt)"
+                r"|resulted in (\d+) tokens|has (\d+) input tokens))?", re.S), 1, (2, 3, 4)),
+    (re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"), 2, (1,)),
+    (re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ \d+ > (\d+)"), 2, (1,)),
+    (re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"), 2, (1,)),
+    (re.compile(r"input token count \((\d+)\) exceeds the maximum number of tokens allowed \((\d+)\)"), 2, (1,)),
+    (re.compile(r"maximum prompt length is (\d+) but the request contains (\d+) tokens"), 1, (2,)),
+)
+
+
+def overflow(message: str) -> tuple[int, int | None] | None:
+    """(window, prompt tokens or None) named by a context-overflow message, or None when it is none."""
+    for pattern, window, prompt in OVERFLOWS:
+        hit = pattern.search(message)
+        if hit:
+            counted = next((int(hit.group(g)) for g in prompt if hit.group(g)), None)
+            return int(hit.group(window)), counted
+    return None
 
 
 class MissingAPIKey(BackendError):
@@ -174,12 +218,14 @@ _BY_NAME: dict[str, type[BackendError]] = {
         BackendError, TransportError, RequestTimeout, MalformedResponse, HTTPStatusError,
         RateLimited, ServerError, AuthenticationError, BadRequest, MissingAPIKey,
         BudgetExceeded, UnpricedModel, CassetteMiss, RunHalted, ServerNotListening, ContextOverflow,
+        ProviderError,
     )
 }
 
 
-def http_error(status: int, message: str, retry_after: float | None = None) -> HTTPStatusError:
-    """The typed error for an HTTP status."""
+def http_error(status: int, message: str, retry_after: float | None = None,
+               should_retry: bool | None = None) -> HTTPStatusError:
+    """The typed error for an HTTP status (``should_retry``: the server's x-should-retry)."""
     if status == 429:
         cls: type[HTTPStatusError] = RateLimited
     elif status >= 500:
@@ -188,11 +234,11 @@ def http_error(status: int, message: str, retry_after: float | None = None) -> H
         cls = AuthenticationError
     elif status in RETRY_STATUSES:
         cls = HTTPStatusError
-    elif status == 400 and _WINDOW.search(message):
+    elif status in (400, 413) and overflow(message) is not None:
         cls = ContextOverflow
     else:
         cls = BadRequest
-    return cls(message, status, retry_after)
+    return cls(message, status, retry_after, should_retry)
 
 
 def not_listening(url: str, server: str | None) -> str:

@@ -9,12 +9,27 @@ against the server is reproducible.
 
 - **Latency**: ``--latency fixed:0.1 | uniform:A,B | exp:MEAN | lognormal:MEDIAN,SIGMA |
   normal:MEAN,SD`` seconds per request, plus ``--token-latency S`` per completion token.
-- **Faults**: ``--fault KIND[:rate=P,first=N,every=K,model=GLOB,retry_after=S,hang=S]``
+- **Providers' rules** (``--rules current``, the default): requests to models named
+  as providers name them (``gpt-5-mini``, ``claude-opus-4-7``, ``gemini-3-pro-preview``,
+  ...) are refused where the provider refuses them, reasoning models think out of
+  their answer's budget, and errors come in each provider's shape
+  (:mod:`backends.fake_behaviour`, every rule with its source). Other model names
+  behave as before; ``--rules none`` turns the rules off.
+- **Faults**: ``--fault KIND[:rate=P,first=N,every=K,after=N,model=GLOB,retry_after=S,hang=S,should_retry=B]``
   (repeatable), KIND one of 429, 500, 503, status=NNN (any code), timeout (hang
   before answering), drop (close the connection), malformed (a truncated JSON
   body), length (half the reply, ``finish_reason: length``), nonjson (prose where
-  JSON was asked). ``first=N``: the first N matching requests; ``every=K``: every
-  K-th; ``rate=P``: at random with probability P. The first rule that fires wins.
+  JSON was asked), refusal (the model declines: Anthropic ``stop_reason: refusal``
+  with no content, OpenAI ``message.refusal``, Gemini ``SAFETY``), json_invalid
+  (Groq's HTTP 400 ``json_validate_failed`` carrying the reply in
+  ``failed_generation``), error200 (OpenRouter's HTTP 200 with ``finish_reason:
+  "error"``), window (Anthropic's ``stop_reason: model_context_window_exceeded``).
+  A 429 carries its wait as the provider does: Gemini in the body
+  (``RetryInfo.retryDelay``), the others in Retry-After; ``should_retry=true|false``
+  adds the ``x-should-retry`` header. ``first=N``: the first N matching requests;
+  ``every=K``: every K-th; ``after=N``: every one after the first N (``drop:after=N``
+  is a server that dies once it has answered N); ``rate=P``: at random with
+  probability P. The first rule that fires wins.
 - **Canned replies**: ``--replies FILE`` (JSON: a list of ``{"match": TEXT, "replies":
   [{"reply": TEXT, "finish_reason": "stop"|"length", "json_mode": BOOL}, ...]}``). A
   request whose prompt (or reply schema title) contains a pool's ``match`` is
@@ -60,10 +75,12 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 from aiohttp import web
 
+from backends import fake_behaviour
 from backends.base import canonical_json, estimate_tokens
 from backends.stub import prose, sample_schema
 
-FAULT_KINDS = ("429", "500", "503", "status", "timeout", "drop", "malformed", "length", "nonjson")
+FAULT_KINDS = ("429", "500", "503", "status", "timeout", "drop", "malformed", "length", "nonjson", "refusal",
+               "json_invalid", "error200", "window")
 LATENCY_KINDS = ("fixed", "uniform", "exp", "lognormal", "normal")
 WINDOW_IN = ("props", "models", "none")
 
@@ -80,6 +97,8 @@ class Fault:
     status: int = 0
     retry_after: float | None = None
     hang: float = 60.0
+    should_retry: bool | None = None
+    after: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -104,8 +123,8 @@ class Fault:
         if kind.startswith("status="):
             kw["status"] = int(kind.split("=", 1)[1])
             kind = "status"
-        types = {"rate": float, "first": int, "every": int, "model": str, "status": int,
-                 "retry_after": float, "hang": float}
+        types = {"rate": float, "first": int, "every": int, "after": int, "model": str, "status": int,
+                 "retry_after": float, "hang": float, "should_retry": _boolean}
         for part in filter(None, rest.split(",")):
             key, sep, value = part.partition("=")
             if not sep or key not in types:
@@ -115,6 +134,15 @@ class Fault:
             except ValueError:
                 raise ValueError(f"fault: {key} must be {types[key].__name__}, got {value!r}") from None
         return cls(kind, **kw)
+
+
+def _boolean(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError
+    return text == "true"
+
+
+_boolean.__name__ = "true or false"
 
 
 @dataclass(frozen=True)
@@ -191,6 +219,8 @@ class FakeConfig:
         context_window: Refuse requests whose prompt and max_tokens pass this many tokens.
         window_in: Where the window is told: "props", "models" or "none" (only in refusals).
         tokenizer: Serve ``POST /extras/tokenize/count``.
+        rules: "current" (the providers' published rules, :mod:`backends.fake_behaviour`)
+            or "none".
     """
 
     latency: Latency = field(default_factory=Latency)
@@ -202,10 +232,13 @@ class FakeConfig:
     context_window: int | None = None
     window_in: str = "props"
     tokenizer: bool = False
+    rules: str = "current"
 
     def __post_init__(self) -> None:
         if self.window_in not in WINDOW_IN:
             raise ValueError(f"window_in: must be one of {', '.join(WINDOW_IN)}; got {self.window_in!r}")
+        if self.rules not in fake_behaviour.RULES:
+            raise ValueError(f"rules: must be one of {', '.join(fake_behaviour.RULES)}; got {self.rules!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -222,7 +255,7 @@ class FakeConfig:
         window = d.get("context_window")
         return cls(latency, float(d.get("token_latency", 0.0)), faults, int(d.get("seed", 0)),
                    d.get("require_key_env"), pools, None if window is None else int(window),
-                   str(d.get("window_in", "props")), bool(d.get("tokenizer", False)))
+                   str(d.get("window_in", "props")), bool(d.get("tokenizer", False)), str(d.get("rules", "current")))
 
 
 class _Counters:
@@ -240,6 +273,7 @@ class _Counters:
         self.rule_hits: list[int] = []
         self.token_counts = 0
         self.too_long = 0
+        self.refused: dict[str, int] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -254,6 +288,7 @@ class _Counters:
             "arrivals": list(self.arrivals[-10000:]),
             "token_counts": self.token_counts,
             "too_long": self.too_long,
+            "refused": dict(sorted(self.refused.items())),
         }
 
 
@@ -425,6 +460,7 @@ class FakeServer:
             c.rule_hits[i] += 1
             n = c.rule_hits[i]
             fires = n <= rule.first or (rule.every and n % rule.every == 0) or (
+                rule.after is not None and n > rule.after) or (
                 rule.rate and self._rng.random() < rule.rate)
             if fires and chosen is None:
                 chosen = rule
@@ -458,9 +494,16 @@ class FakeServer:
             if fault is not None and fault.kind == "timeout":
                 delay += fault.hang
             await asyncio.sleep(delay)
+            current = self.config.rules == "current"
             if fault is not None and fault.http_status is not None:
                 status = fault.http_status
                 headers = {}
+                if fault.should_retry is not None:
+                    headers["x-should-retry"] = "true" if fault.should_retry else "false"
+                if status == 429 and current:
+                    wait = fault.retry_after if fault.retry_after is not None else 1.0
+                    error, more = fake_behaviour.rate_limited(protocol, wait)
+                    return web.json_response(error, status=429, headers={**headers, **more})
                 if fault.retry_after is not None or status == 429:
                     headers["Retry-After"] = f"{fault.retry_after if fault.retry_after is not None else 1:g}"
                 return _error(status, f"injected fault: HTTP {status}", headers)
@@ -472,26 +515,41 @@ class FakeServer:
             if fault is not None and fault.kind == "malformed":
                 return web.Response(text='{"id": "fake-broken", "choices": [{"message": {"content": "{\\"ans',
                                     content_type="application/json")
+            refusal = fake_behaviour.refuse(protocol, model, body) if current else None
+            if refusal is not None:
+                status = refusal.status
+                c.refused[refusal.rule] = c.refused.get(refusal.rule, 0) + 1
+                return web.json_response(refusal.body, status=refusal.status)
             window = self.config.context_window
-            if window is not None and protocol == "openai":
-                asked = _read_request(protocol, body)[2]
-                prompt = sum(estimate_tokens(t) for t in _read_request(protocol, body)[3])
-                if prompt + asked > window:
+            if window is not None and (protocol == "openai" or current):
+                _, _, asked, texts = _read_request(protocol, body)
+                too_long = fake_behaviour.overflow(protocol, window, sum(estimate_tokens(t) for t in texts), asked)
+                if too_long is not None:
                     status = 400
                     c.too_long += 1
-                    return web.json_response({"error": {
-                        "message": f"This model's maximum context length is {window} tokens. However, you "
-                                   f"requested {prompt + asked} tokens ({prompt} in the messages, {asked} in the "
-                                   "completion). Please reduce the length of the messages or completion.",
-                        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
-                    }}, status=400)
-            text, finish, prompt_tokens = self._generate(protocol, body, fault)
-            completion_tokens = estimate_tokens(text)
+                    return web.json_response(too_long.body, status=400)
+            thinking = fake_behaviour.thinking_tokens(protocol, model, body) if current else 0
+            text, finish, prompt_tokens, thought = self._generate(protocol, body, fault, thinking)
+            if fault is not None and fault.kind == "json_invalid":
+                # Groq's answer to a reply that fails JSON validation (github.com/thepersonalaicompany/
+                # amurex-backend/issues/38 quotes the body).
+                status = 400
+                return web.json_response({"error": {
+                    "message": "Failed to generate JSON. Please adjust your prompt. See 'failed_generation' for more "
+                               "details.", "type": "invalid_request_error", "code": "json_validate_failed",
+                    "failed_generation": text}}, status=400)
+            completion_tokens = estimate_tokens(text) + thought
             c.prompt_tokens += prompt_tokens
             c.completion_tokens += completion_tokens
             if self.config.token_latency:
                 await asyncio.sleep(self.config.token_latency * completion_tokens)
-            payload = _wire_response(protocol, model, body, text, finish, prompt_tokens, completion_tokens)
+            if fault is not None and fault.kind == "error200":
+                # OpenRouter: a failure after generation started comes as HTTP 200 with
+                # finish_reason "error" and an error object (openrouter.ai/docs/api/errors).
+                return web.json_response({"id": "gen-fake", "object": "chat.completion", "model": model, "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "error",
+                     "error": {"code": 502, "message": "Provider returned error"}}]})
+            payload = _wire_response(protocol, model, body, text, finish, prompt_tokens, completion_tokens, thought)
             return web.json_response(payload)
         except asyncio.CancelledError:
             if status == 200:
@@ -502,30 +560,41 @@ class FakeServer:
             key = str(status)
             c.by_status[key] = c.by_status.get(key, 0) + 1
 
-    def _generate(self, protocol: str, body: Mapping[str, Any], fault: Fault | None) -> tuple[str, str, int]:
-        """Reply text, finish reason and prompt tokens for a request body."""
+    def _generate(self, protocol: str, body: Mapping[str, Any], fault: Fault | None,
+                  thinking: int = 0) -> tuple[str, str, int, int]:
+        """Reply text, finish reason, prompt tokens and thinking tokens spent for a request body.
+
+        ``thinking`` tokens come out of the output budget first: a budget they use up
+        leaves no answer (finish reason "length", no text), as real reasoning models do.
+        """
         digest = hashlib.sha256(f"{self.config.seed}:{canonical_json(body)}".encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:16], "little"))
         schema, wants_json, max_tokens, texts = _read_request(protocol, body)
+        prompt_tokens = sum(estimate_tokens(t) for t in texts)
+        thought = min(thinking, max_tokens)
+        room = max_tokens - thought
+        if room <= 0:
+            return "", "length", prompt_tokens, thought
+        if fault is not None and fault.kind == "refusal":
+            return "", "refusal", prompt_tokens, thought
         canned = self._canned(schema, wants_json, texts, rng)
         if canned is not None:
             text, finish = canned
-            return text, finish, sum(estimate_tokens(t) for t in texts)
+            return text, finish, prompt_tokens, thought
         if schema is not None:
             text = json.dumps(sample_schema(schema, rng), ensure_ascii=False)
         elif wants_json:
             text = json.dumps({"reply": prose(rng, 12)})
         else:
-            text = prose(rng, max(1, min(max_tokens // 2, 60)))
+            text = prose(rng, max(1, min(room // 2, 60)))
         finish = "stop"
-        if fault is not None and fault.kind == "nonjson":
+        if fault is not None and fault.kind in ("nonjson", "json_invalid"):
             text = "Sure! Here is what I think: " + prose(rng, 10)
-        if fault is not None and fault.kind == "length":
-            text, finish = text[: max(1, len(text) // 2)], "length"
-        if len(text) > max_tokens * 4:
-            text, finish = text[: max_tokens * 4], "length"
-        return text, finish, sum(estimate_tokens(t) for t in texts)
-
+        if fault is not None and fault.kind in ("length", "window"):
+            text, finish = text[: max(1, len(text) // 2)], fault.kind
+        if len(text) > room * 4:
+            text, finish = text[: room * 4], "length"
+        return text, finish, prompt_tokens, thought
 
     def _canned(self, schema: Any, wants_json: bool, texts: list[str],
                 rng: np.random.Generator) -> tuple[str, str] | None:
@@ -555,6 +624,9 @@ def _read_request(protocol: str, body: Mapping[str, Any]) -> tuple[Any, bool, in
         texts = [str(body.get("system", ""))] + [str(m.get("content", "")) for m in body.get("messages", [])]
         tools = body.get("tools") or []
         schema = tools[0].get("input_schema") if tools and body.get("tool_choice") else None
+        fmt = (body.get("output_config") or {}).get("format") or {}
+        if fmt.get("type") == "json_schema":
+            schema = fmt.get("schema")
         return schema, schema is not None, int(body.get("max_tokens") or 256), texts
     if protocol == "gemini":
         texts = [p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", [])]
@@ -575,38 +647,60 @@ def _read_request(protocol: str, body: Mapping[str, Any]) -> tuple[Any, bool, in
 
 
 def _wire_response(protocol: str, model: str, body: Mapping[str, Any], text: str, finish: str,
-                   prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    """The response body in the protocol's shape."""
+                   prompt_tokens: int, completion_tokens: int, thought: int = 0) -> dict[str, Any]:
+    """The response body in the protocol's shape (``thought``: thinking tokens among the completion's)."""
     if protocol == "anthropic":
         tools = body.get("tools") or []
-        if tools and body.get("tool_choice") and finish == "stop":
+        blocks: list[dict[str, Any]] = []
+        if thought:  # thinking shown "omitted" by default on current models: a signature, no text
+            blocks.append({"type": "thinking", "thinking": "", "signature": "fake-signature"})
+        if finish == "refusal":
+            pass  # Claude may refuse with no content at all
+        elif tools and body.get("tool_choice") and finish == "stop":
             try:
-                block: dict[str, Any] = {"type": "tool_use", "id": "toolu_fake", "name": tools[0]["name"],
-                                         "input": json.loads(text)}
+                blocks.append({"type": "tool_use", "id": "toolu_fake", "name": tools[0]["name"],
+                               "input": json.loads(text)})
             except ValueError:
-                block = {"type": "text", "text": text}
-        else:
-            block = {"type": "text", "text": text}
-        stop = {"stop": "tool_use" if block["type"] == "tool_use" else "end_turn", "length": "max_tokens"}[finish]
-        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": [block],
-                "stop_reason": stop, "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
+                blocks.append({"type": "text", "text": text})
+        elif text:
+            blocks.append({"type": "text", "text": text})
+        tool = any(b["type"] == "tool_use" for b in blocks)
+        stop = {"stop": "tool_use" if tool else "end_turn", "length": "max_tokens", "refusal": "refusal",
+                "window": "model_context_window_exceeded"}[finish]
+        usage: dict[str, Any] = {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}
+        if thought:
+            usage["output_tokens_details"] = {"thinking_tokens": thought}
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": blocks,
+                "stop_reason": stop, "stop_sequence": None, "usage": usage}
     if protocol == "gemini":
-        return {
-            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                            "finishReason": "STOP" if finish == "stop" else "MAX_TOKENS"}],
-            "usageMetadata": {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens,
-                              "totalTokenCount": prompt_tokens + completion_tokens},
-            "modelVersion": model,
-        }
+        meta = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens - thought,
+                "totalTokenCount": prompt_tokens + completion_tokens}
+        if thought:
+            meta["thoughtsTokenCount"] = thought
+        reason = {"stop": "STOP", "refusal": "SAFETY"}.get(finish, "MAX_TOKENS")
+        candidate: dict[str, Any] = {"finishReason": reason, "index": 0}
+        if text:
+            candidate["content"] = {"role": "model", "parts": [{"text": text}]}
+        return {"candidates": [candidate], "usageMetadata": meta, "modelVersion": model}
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if finish == "refusal":
+        message = {"role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}
+    answer = completion_tokens - thought
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens}
+    if thought:
+        usage["completion_tokens_details"] = {"reasoning_tokens": thought}
+        if fake_behaviour.reasoning_apart(model):  # xAI: completion_tokens without the reasoning
+            usage["completion_tokens"] = answer
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
         "model": model,
         "system_fingerprint": "fp_fake",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": {"refusal": "stop", "window": "length"}.get(finish, finish)}],
+        "usage": usage,
     }
 
 
@@ -622,7 +716,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[FakeConfig, str, int]
                         "lognormal:MEDIAN,SIGMA | normal:MEAN,SD (default: fixed:0)")
     parser.add_argument("--token-latency", type=float, default=0.0, help="extra seconds per completion token")
     parser.add_argument("--fault", action="append", default=[], metavar="SPEC",
-                        help="KIND[:rate=P,first=N,every=K,model=GLOB,retry_after=S,hang=S]; repeatable")
+                        help="KIND[:rate=P,first=N,every=K,model=GLOB,retry_after=S,hang=S,should_retry=true|false]; "
+                             "repeatable")
     parser.add_argument("--seed", type=int, default=0, help="seed of replies, latencies and random faults")
     parser.add_argument("--require-key-env", metavar="VAR", default=None,
                         help="answer 401 unless requests carry the key held in $VAR")
@@ -633,6 +728,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[FakeConfig, str, int]
     parser.add_argument("--window-in", default="props", choices=WINDOW_IN,
                         help="where the window is told: GET /props, GET /v1/models, or only in refusals")
     parser.add_argument("--tokenizer", action="store_true", help="serve POST /extras/tokenize/count")
+    parser.add_argument("--rules", default="current", choices=fake_behaviour.RULES,
+                        help="current: models named as providers name them follow the providers' published rules "
+                             "(refusals, reasoning budgets, error shapes; backends/fake_behaviour.py); none: no "
+                             "rules (default: current)")
     args = parser.parse_args(argv)
     try:
         pools: tuple[ReplyPool, ...] = ()
@@ -646,7 +745,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[FakeConfig, str, int]
             pools = tuple(ReplyPool.from_dict(p) for p in data)
         cfg = FakeConfig(Latency.parse(args.latency), args.token_latency,
                          tuple(Fault.parse(f) for f in args.fault), args.seed, args.require_key_env, pools,
-                         args.context_window, args.window_in, args.tokenizer)
+                         args.context_window, args.window_in, args.tokenizer, args.rules)
     except (ValueError, KeyError, TypeError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     return cfg, args.host, args.port

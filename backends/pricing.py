@@ -1,7 +1,10 @@
 """Token prices and costs.
 
 Prices are USD per million tokens, input and output, per model, kept as data in
-``backends/prices.json``. Users override or extend them with their own JSON file,
+``backends/prices.json`` with the page each was read from and the day. Where a
+provider prices them apart, an entry also has ``cached_input`` (prompt tokens read
+from the provider's cache) and ``reasoning`` (reasoning tokens); without them those
+tokens cost the input and output prices. Users override or extend them with their own JSON file,
 named by the ``SIMCORE_PRICES`` environment variable or passed in (``--prices``).
 A model with no price costs nothing but is listed in ``unpriced``, so a missing
 price never hides behind a zero silently.
@@ -34,18 +37,35 @@ def load_prices(path: str | None = None) -> dict[str, dict[str, float]]:
     return table
 
 
+PRICES = ("input", "output", "cached_input", "reasoning")
+_NOTES = ("source", "checked", "note")
+
+
 def _read(path: Path) -> dict[str, dict[str, float]]:
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"prices: cannot read {str(path)!r}: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"prices: {str(path)!r} must hold an object of models")
     out: dict[str, dict[str, float]] = {}
     for model, entry in raw.items():
         if model.startswith("_"):
             continue
         if not isinstance(entry, Mapping) or not {"input", "output"} <= set(entry):
             raise ValueError(f"prices: {model!r} needs 'input' and 'output' USD per million tokens")
-        out[model] = {"input": float(entry["input"]), "output": float(entry["output"])}
+        unknown = sorted(set(entry) - set(PRICES) - set(_NOTES))
+        if unknown:
+            raise ValueError(f"prices: {model}.{unknown[0]}: unknown field; known: {', '.join(PRICES + _NOTES)}")
+        prices = {}
+        for name in PRICES:
+            if name in entry:
+                value = entry[name]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise ValueError(f"prices: {model}.{name}: must be a number >= 0 (USD per million tokens), "
+                                     f"got {value!r}")
+                prices[name] = float(value)
+        out[model] = prices
     return out
 
 
@@ -108,13 +128,29 @@ class PriceTable(Mapping[str, Mapping[str, float]]):
 
 
 def cost_usd(model: str, prompt_tokens: int, completion_tokens: int,
-             prices: Mapping[str, Mapping[str, float]] | None = None) -> float | None:
-    """Cost of one model's usage, or None when the model has no price."""
+             prices: Mapping[str, Mapping[str, float]] | None = None, reasoning_tokens: int = 0,
+             cached_tokens: int = 0) -> float | None:
+    """Cost of one model's usage, or None when the model has no price.
+
+    ``reasoning_tokens`` are part of ``completion_tokens`` and ``cached_tokens`` part of
+    ``prompt_tokens``; each costs its own price where the entry has one.
+    """
     table = load_prices() if prices is None else prices
     entry = price_of(model, table)
     if entry is None:
         return None
-    return (prompt_tokens * entry["input"] + completion_tokens * entry["output"]) / 1e6
+    cached = min(cached_tokens, prompt_tokens)
+    reasoning = min(reasoning_tokens, completion_tokens)
+    return ((prompt_tokens - cached) * entry["input"] + cached * entry.get("cached_input", entry["input"])
+            + (completion_tokens - reasoning) * entry["output"]
+            + reasoning * entry.get("reasoning", entry["output"])) / 1e6
+
+
+def price_line(model: str) -> str:
+    """The --prices file line that would price ``model`` (to be filled in from the provider's page)."""
+    name = model.partition(":")[2] if ":" in model.split("/", 1)[0] else model
+    return (f'{{"{name}": {{"input": <USD per million input tokens>, "output": <USD per million output '
+            f'tokens>}}}} in a JSON file passed with --prices FILE')
 
 
 def usage_cost(usage: Mapping[str, Mapping[str, Any]],
@@ -122,7 +158,8 @@ def usage_cost(usage: Mapping[str, Mapping[str, Any]],
     """Total cost of a run's per-model usage ledger, with the unpriced models listed."""
     total, per_model, unpriced = 0.0, {}, []
     for model, led in usage.items():
-        c = cost_usd(model, led.get("prompt_tokens", 0), led.get("completion_tokens", 0), prices)
+        c = cost_usd(model, led.get("prompt_tokens", 0), led.get("completion_tokens", 0), prices,
+                     led.get("reasoning_tokens", 0), led.get("cached_tokens", 0))
         if c is None:
             unpriced.append(model)
         else:

@@ -23,6 +23,7 @@ from backends.base import Backend
 from backends.cassette import MODES, Cassette
 from backends.errors import BackendConfigError, not_listening
 from backends.middleware import Halt, Ledger, Router, refused
+from backends.models import load_rules
 from backends.pricing import PriceTable
 from backends.providers import JSON_MODES, PRESETS, get_preset, split_model
 from backends.session import RunBackend, TrialBackend
@@ -110,6 +111,7 @@ OPTIONS = {
     "jitter_seed": _number(0, integer=True),
     "budget_usd": _number(0),
     "prices": _text,
+    "model_rules": _text,
     "cassette": _text,
     "cassette_mode": _choice(MODES),
     "fail_fast": _flag,
@@ -166,8 +168,13 @@ def check_spec(spec: BackendSpec) -> BackendSpec:
         raise BackendConfigError("base_url: backend 'openai-compatible' needs --base-url")
     if "prices" in options and not Path(options["prices"]).is_file():
         raise BackendConfigError(f"prices: file {options['prices']!r} not found")
-    if options.get("cassette_mode") == "replay" and not Path(options.get("cassette", "")).is_file():
-        raise BackendConfigError("cassette: --cassette-mode replay needs an existing --cassette file")
+    if "model_rules" in options:
+        if not Path(options["model_rules"]).is_file():
+            raise BackendConfigError(f"model_rules: file {options['model_rules']!r} not found")
+        load_rules(options["model_rules"])  # every rule checked now, before any work
+    if options.get("cassette_mode") in ("replay", "resume") and not Path(options.get("cassette", "")).is_file():
+        raise BackendConfigError(f"cassette: --cassette-mode {options['cassette_mode']} needs an existing --cassette "
+                                 "file")
     return BackendSpec(spec.name, spec.model, base_url, options)
 
 
@@ -258,7 +265,7 @@ def make_backend(spec: BackendSpec, behaviour: Behaviour | None = None, share: i
     inner: Backend = (stub if spec.name == "stub"
                       else Router(spec.name, opts, spec.base_url, ledger, halt, stub, share=share))
     mode = opts.get("cassette_mode", "auto")
-    cassette = Cassette(opts["cassette"], readonly=mode == "replay") if "cassette" in opts else None
+    cassette = Cassette(opts["cassette"], readonly=mode in ("replay", "resume")) if "cassette" in opts else None
     return RunBackend(spec.name, inner, ledger, cassette=cassette, mode=mode,
                       fail_fast=bool(opts.get("fail_fast", False)), halt=halt,
                       make_stub=lambda b: StubBackend(b, malformed_rate=malformed))
@@ -323,10 +330,14 @@ def add_backend_args(parser: Any, sweep: bool = False) -> None:
                         "refuse any call that could take spending past X dollars")
     g.add_argument("--prices", metavar="FILE", default=None,
                    help="JSON price table that overrides/extends backends/prices.json")
+    g.add_argument("--model-rules", metavar="FILE", default=None,
+                   help="JSON model rules (what each model family accepts) that come before backends/models.json "
+                        "(default: $SIMCORE_MODEL_RULES, if set; see docs/providers.md)")
     g.add_argument("--cassette", metavar="PATH", default=None,
                    help="SQLite cassette to answer from and record into (see --cassette-mode)")
     g.add_argument("--cassette-mode", default=None, choices=MODES,
-                   help="auto: replay hits, record misses (default); record: always call; replay: never call")
+                   help="auto: replay hits, record misses (default); record: always call; replay: never call; "
+                        "resume: replay hits, call for misses, leave the file as it is")
     g.add_argument("--fail-fast", action="store_true", default=None,
                    help="stop dispatching after the first failed trial (--max-failed-trials 1)" if sweep else
                         "halt the whole run after the first call that fails for good")
@@ -348,7 +359,8 @@ def add_backend_args(parser: Any, sweep: bool = False) -> None:
 
 # The options that add_backend_args gives flags to (dest names).
 FLAG_OPTIONS = ("api_key_env", "json_mode", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries",
-                "breaker_window", "breaker_threshold", "budget_usd", "prices", "cassette", "cassette_mode",
+                "breaker_window", "breaker_threshold", "budget_usd", "prices", "model_rules", "cassette",
+                "cassette_mode",
                 "fail_fast", "reask", "reask_max_tokens", "context_window")
 
 

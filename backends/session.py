@@ -108,7 +108,8 @@ class TrialBackend:
         scope: The trial's cassette scope; None matches any (single-trial cassettes).
         source: Cassette to answer from (and record into, unless read-only).
         mode: "auto" (answer from the cassette, else live and record), "record"
-            (always live) or "replay" (cassette only; a miss is an error).
+            (always live), "replay" (cassette only; a miss is an error) or "resume"
+            (as auto, with a cassette opened read-only).
         stub: This trial's stub (see :meth:`RunBackend.for_trial`), or None.
     """
 
@@ -229,6 +230,12 @@ class TrialBackend:
     def save_cassette(self, path: str | Path) -> None:
         """Write the trial's cassette (a run directory's ``cassette.sqlite``)."""
         write_cassette(path, self.entries)
+
+    def sent(self, models: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """What the providers were sent for ``models`` (rules applied, parameters refused),
+        by preset and model, for the run's manifest; empty on a replay or the stub."""
+        run = self.run
+        return run.inner.sent(models) if run is not None and isinstance(run.inner, Router) else {}
 
     def stats(self) -> dict[str, Any]:
         """Counters of this trial alone (a shared backend's totals are :meth:`RunBackend.stats`)."""

@@ -34,6 +34,16 @@ every run: figures taken on a busy machine say little.
     python benchmarks/bench_batch.py                   # 400 seeds x 2 conditions = 800 trials
     python benchmarks/bench_batch.py --trials 60 --workers 1,2
     python benchmarks/bench_batch.py --overhead        # also: bare loop vs --executor serial
+
+``--summary N`` measures something else: the summary of a finished sweep of N stub
+trials (veil of ignorance, which has no comparison of its own, so the sweep's generic
+comparison and its readability test run), timed side by side in one process, in
+alternation: from what each trial's index line (``ledger.jsonl``) recorded, against
+reading every trial's ``results.json`` again for its replies (the way before the index
+held them, which the summary still takes for a sweep recorded before it did). Both
+summaries must be the same. ``--summary-dir DIR`` keeps the sweep for a later run.
+
+    python benchmarks/bench_batch.py --summary 10000
 """
 
 from __future__ import annotations
@@ -193,6 +203,91 @@ def same_work(processes: int, threads: int, trials: int, limit: int, base: dict[
             "trials_per_s": got["per_s"], "span_s": got["span_s"]}
 
 
+SUMMARY_SCENARIO = "veil_of_ignorance"  # no comparison of its own: the generic one, readability included
+SUMMARY_BASE = {"max_rounds": 1}
+SUMMARY_CONDITIONS = ("announce_choices", [True, False])
+
+
+def summary_bench(trials: int, repeats: int, keep: str | None, out: str) -> None:
+    """``--summary N``: the summary of a finished sweep of N trials, from the index against
+    re-reading every results.json (see the module docstring)."""
+    from simcore.analysis.plots import PLOTS_ENV
+    from simcore.base.files import read_ledger_line
+    from simcore.batch import report
+
+    plan = plan_sweep(SUMMARY_SCENARIO, trials // len(SUMMARY_CONDITIONS[1]), conditions=SUMMARY_CONDITIONS,
+                      base=SUMMARY_BASE)
+    where = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="bench_summary."))
+    load: list[dict[str, Any]] = []
+    try:
+        if not (where / "summary.json").is_file():
+            load.append({"before": "sweep", "load_avg_1_5_15": [round(v, 2) for v in os.getloadavg()]})
+            os.environ[PLOTS_ENV] = "summary"  # the batch command's default: no run draws its own plots
+            w0 = time.perf_counter()
+            run_sweep(plan.scenario, plan.trials, plan=plan, out=where, executor="serial",
+                      plot=False, progress=False)
+            print(f"sweep of {len(plan.jobs)} trials: {time.perf_counter() - w0:.0f} s", file=sys.stderr)
+        load.append({"before": "summaries", "load_avg_1_5_15": [round(v, 2) for v in os.getloadavg()]})
+        finished: dict[int, dict[str, Any]] = {}
+        lines = (where / "ledger.jsonl").read_text().splitlines()
+        for i, line in enumerate(lines):
+            row = read_ledger_line(line, f"ledger.jsonl:{i + 1}")
+            finished[row["index"]] = row  # a trial's last line is its state
+        df = report.build_table(plan, finished, {})
+        reads = {"index": 0, "results_json": 0}
+        original = report.read_run
+
+        def timed(way: str) -> tuple[float, dict[str, Any]]:
+            def counting(*a: Any, **kw: Any) -> Any:
+                reads[way] += 1
+                return original(*a, **kw)
+
+            report.read_run = counting  # type: ignore[assignment]
+            try:
+                t0 = time.perf_counter()
+                arms = report.indexed_arms(finished) if way == "index" else None
+                summary = report.summarize(plan, df, where, arms)
+                return time.perf_counter() - t0, summary
+            finally:
+                report.read_run = original  # type: ignore[assignment]
+
+        times: dict[str, list[float]] = {"index": [], "results_json": []}
+        summaries = {}
+        for r in range(repeats + 1):  # the first round warms the file cache for both, and is not counted
+            for way in ("results_json", "index") if r % 2 else ("index", "results_json"):
+                took, summaries[way] = timed(way)
+                if r:
+                    times[way].append(took)
+        load.append({"after": "summaries", "load_avg_1_5_15": [round(v, 2) for v in os.getloadavg()]})
+        same = json.dumps(summaries["index"]["comparisons"], sort_keys=True) == json.dumps(
+            summaries["results_json"]["comparisons"], sort_keys=True)
+    finally:
+        if not keep:
+            shutil.rmtree(where, ignore_errors=True)
+    med = {way: sorted(t)[len(t) // 2] for way, t in times.items()}
+    result = {
+        "benchmark": "bench_batch --summary",
+        "created_utc": utc_now(),
+        "machine": {"python": platform.python_version(), "cores": cores(), "cpu": cpu_model()},
+        "load": load,
+        "note": "a shared, loaded machine: compare the two ways by their ratio, measured in alternation",
+        "scenario": SUMMARY_SCENARIO, "config": SUMMARY_BASE, "conditions": list(SUMMARY_CONDITIONS),
+        "trials": len(plan.jobs), "ok": int((df["status"] == "ok").sum()), "repeats": repeats,
+        "summary_s": {way: [round(t, 3) for t in ts] for way, ts in times.items()},
+        "summary_s_median": {way: round(t, 3) for way, t in med.items()},
+        "results_json_reads_per_summary": {way: n // (repeats + 1) for way, n in reads.items()},
+        "ratio_results_json_over_index": round(med["results_json"] / med["index"], 2),
+        "same_comparisons": same,
+    }
+    atomic_write(out, json.dumps(result, indent=2) + "\n")
+    print(f"summary of {len(plan.jobs)} trials ({result['ok']} ok), median of {repeats}: from the index "
+          f"{med['index']:.2f} s ({result['results_json_reads_per_summary']['index']} results.json read), "
+          f"re-reading results.json {med['results_json']:.2f} s "
+          f"({result['results_json_reads_per_summary']['results_json']} read): "
+          f"{result['ratio_results_json_over_index']}x; same comparisons: {same}; load {load}")
+    print(f"wrote {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=400, help="seeds per condition (default 400 -> 800 trials)")
@@ -209,8 +304,20 @@ def main() -> None:
     ap.add_argument("--overhead", action="store_true",
                     help="also a bare run_trial/write_run loop against --executor serial (the runner's own cost)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed config field")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_batch.json"))
+    ap.add_argument("--summary", type=int, metavar="N",
+                    help="instead: time the summary of a sweep of N trials, from the index against re-reading "
+                         "every results.json (writes benchmarks/results/bench_batch_summary.json)")
+    ap.add_argument("--summary-repeats", type=int, default=5, help="timed summaries each way (default 5)")
+    ap.add_argument("--summary-dir", help="keep (or reuse) the --summary sweep in this directory")
+    ap.add_argument("--out", default=None,
+                    help="where the figures go (default: benchmarks/results/bench_batch.json, or "
+                         "bench_batch_summary.json with --summary)")
     args = ap.parse_args()
+    if args.summary:
+        summary_bench(args.summary, args.summary_repeats, args.summary_dir,
+                      args.out or str(ROOT / "benchmarks" / "results" / "bench_batch_summary.json"))
+        return
+    args.out = args.out or str(ROOT / "benchmarks" / "results" / "bench_batch.json")
     if args.child_window:
         window_child(args.child_window)
         return

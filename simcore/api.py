@@ -20,12 +20,14 @@ What it holds, by group (every name of :data:`__all__` is in one):
 - Reply fields: ``amount``, ``choice``, ``confidence``, ``flag``, ``json_example``,
   ``likert``, ``option``, ``text``, ``text_list``; ``quality_warnings``.
 - Metrics and statistics: ``category``, ``continuous``, ``count``, ``proportion``,
-  ``score``, ``kind_of``, ``describe``, ``compare_metrics``, ``compare_one``,
+  ``score``, ``kind_of``, ``Metric`` (how people read a metric: label, unit, description, key), ``describe``, ``compare_metrics``, ``compare_one``,
   ``decide``, ``decision_p``, ``error_bar``, ``interval_text``, ``level_text``,
   ``levels_vary``, ``percent``, ``row_notes``, ``row_scale``, ``proportion_ci``,
-  ``verdict``, ``basis``, ``shown``, ``EmbeddingStore``, ``encode``, ``draw_all``,
+  ``verdict``, ``ComparisonRow`` and ``comparison_lines`` (a comparison for the terminal),
+  ``basis``, ``shown``, ``EmbeddingStore``, ``encode``, ``draw_all``,
   ``run_plots_wanted``; figures at their resolution: ``figure``, ``scale_of``;
   readability: ``arm_of``, ``compare_readability``, ``decide_readability``,
+  ``readability_of_runs`` (a command's comparisons as one family, from their runs' results),
   ``readability_lines``; calibration marks: ``annotate``, ``installed``.
 - Scenarios and trials: ``SCENARIO_API_VERSION``, ``Scenario``, ``Null``,
   ``ResultEntry``, ``load_scenario``, ``run_scenario``, ``TrialResult``,
@@ -38,15 +40,16 @@ What it holds, by group (every name of :data:`__all__` is in one):
 - Command-line helpers, for a scenario's own commands (the built-ins' ``compare``,
   ``serve`` and the perturbation study's command line): ``OneLineParser``, ``fail``,
   ``parse_seed``, ``parse_int``, ``parse_trials``, ``parse_scenario_args``,
-  ``add_common_args``, ``add_config_args``, ``backend_spec``, ``check_before_work``,
+  ``add_common_args``, ``add_config_args``, ``apply_analysis_args`` (which returns the
+  analysis settings a command's record keeps), ``backend_spec``, ``check_before_work``,
   ``print_estimate``, ``BackendConfigError``.
 - The perturbation study, which ``scenarios.perturbation`` drives (its command and
   the ``perturbation.<scenario>`` variants) and a scenario rarely needs:
   ``operator_help``, ``parse_perturbation``, ``REUSE``, ``UNAVAILABLE``, ``SeedRuns``,
-  ``StudyBackend``, ``check_outcome``, ``default_noise_runs``, ``noise_summary``,
+  ``StudyBackend``, ``PAIR_METRICS``, ``check_outcome``, ``default_noise_runs``, ``noise_summary``,
   ``paid_usage``, ``pair_metrics``, ``pair_seeds``, ``rerun_divergence``, ``run_seed``,
   ``PerturbationResults``, ``check_study``, ``cost_record``, ``format_summary``,
-  ``run_study``, ``write_study``.
+  ``run_study``, ``write_study``, and the study's command, ``perturbation_study_main``.
 - Backends: ``Backend``, ``LLMRequest``, ``BackendSpec``, ``CASSETTE_FILE``, ``Entry``,
   ``write_cassette``, ``price_table``, ``usage_cost``, ``generic_behaviour``,
   ``keyed_generator``.
@@ -61,7 +64,9 @@ from backends.pricing import usage_cost
 from backends.registry import CASSETTE_FILE, BackendSpec, price_table
 from backends.stub import generic_behaviour, keyed_generator
 from simcore.analysis.basis import basis, shown
+from simcore.analysis.comparison_table import ComparisonRow, comparison_lines
 from simcore.analysis.embeddings import EmbeddingStore, encode
+from simcore.analysis.glossary import Metric
 from simcore.analysis.metric_kinds import (
     category,
     continuous,
@@ -74,6 +79,7 @@ from simcore.analysis.plots import draw_all, run_plots_wanted
 from simcore.analysis.readability import arm_of, readability_lines
 from simcore.analysis.readability import compare as compare_readability
 from simcore.analysis.readability import decide as decide_readability
+from simcore.analysis.readability import of_runs as readability_of_runs
 from simcore.analysis.resolution import figure, scale_of
 from simcore.analysis.stats import (
     compare_metrics,
@@ -117,6 +123,7 @@ from simcore.base.rng import MAX_SEED, derive_seed
 from simcore.cli import (
     add_common_args,
     add_config_args,
+    apply_analysis_args,
     backend_spec,
     check_before_work,
     config_values,
@@ -124,8 +131,10 @@ from simcore.cli import (
     print_estimate,
     resolve_config,
 )
+from simcore.perturbation.command import main as perturbation_study_main
 from simcore.perturbation.operators import operator_help, parse_perturbation
 from simcore.perturbation.pairs import (
+    PAIR_METRICS,
     REUSE,
     UNAVAILABLE,
     SeedRuns,
@@ -216,6 +225,7 @@ __all__ = [
     "add_config_args",
     "amount",
     "annotate",
+    "apply_analysis_args",
     "arm_of",
     "atomic_write",
     "Backend",
@@ -237,6 +247,8 @@ __all__ = [
     "compare_metrics",
     "compare_one",
     "compare_readability",
+    "comparison_lines",
+    "ComparisonRow",
     "confidence",
     "Config",
     "config_file",
@@ -287,6 +299,7 @@ __all__ = [
     "MAX_TRIALS",
     "Memory",
     "Message",
+    "Metric",
     "MIN_TRIALS",
     "new_run_id",
     "noise_summary",
@@ -298,6 +311,7 @@ __all__ = [
     "option",
     "ORDER_POLICIES",
     "package_versions",
+    "PAIR_METRICS",
     "paid_usage",
     "pair_metrics",
     "pair_seeds",
@@ -310,6 +324,7 @@ __all__ = [
     "parse_seed",
     "parse_trials",
     "percent",
+    "perturbation_study_main",
     "PerturbationResults",
     "Plurality",
     "price_table",
@@ -322,6 +337,7 @@ __all__ = [
     "read_record",
     "read_run",
     "readability_lines",
+    "readability_of_runs",
     "RecentMemory",
     "render",
     "Reply",

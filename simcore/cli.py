@@ -34,21 +34,11 @@ from backends.registry import (
     check_servers,
     spec_from_args,
 )
-from simcore.analysis import embed_cache, embeddings, plots
+from simcore.analysis import embed_cache, embeddings, plots, settings
+from simcore.analysis.comparison_table import ComparisonRow, comparison_lines
 from simcore.analysis.plots import PLOT_LEVELS
 from simcore.analysis.readability import readability_lines
-from simcore.analysis.resolution import figure
-from simcore.analysis.stats import (
-    decision_p,
-    group_scale,
-    interval_text,
-    level_text,
-    levels_vary,
-    percent,
-    row_notes,
-    row_scale,
-    verdict,
-)
+from simcore.analysis.stats import level_text
 from simcore.base.config import (
     Config,
     ConfigError,
@@ -75,7 +65,9 @@ from simcore.runs.counterfactual import (
 )
 from simcore.runs.estimate import check_fit, estimate
 from simcore.runs.marks import installed as installed_calibration
-from simcore.runs.runner import build_world, run_trial, write_run
+from simcore.runs.resume import COMMAND as RESUME_COMMAND
+from simcore.runs.resume import finish_command, read_failed, recorded_calls
+from simcore.runs.runner import TrialResult, build_world, run_trial, write_run
 from simcore.runs.scenario import Scenario
 from simcore.sim.trace import STREAM_FROM_AGENTS, TRACE_MODES
 
@@ -126,8 +118,12 @@ def add_analysis_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
+def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> dict[str, str]:
     """Check the analysis flags and put them in the environment, which pool workers inherit.
+
+    Returns:
+        The settings now in effect, as a record of the command's work keeps them
+        (:func:`simcore.analysis.settings.recorded`).
 
     Raises:
         ConfigError: one line naming the flag, before any work is done.
@@ -151,6 +147,7 @@ def apply_analysis_args(args: argparse.Namespace, default_plots: str) -> None:
             raise ConfigError(f"embed_cache: {cache!r} exists and is not a directory")
         os.environ[embed_cache.ENV] = cache
     os.environ[plots.PLOTS_ENV] = getattr(args, "plot_level", None) or default_plots
+    return settings.recorded()
 
 
 def check_embed_cache(scenario: Scenario, configs: Iterable[Config]) -> None:
@@ -312,6 +309,13 @@ def build_parser(scenario: Scenario, prog: str | None = None) -> OneLineParser:
         f"auto streams from {STREAM_FROM_AGENTS:,} agents up (default: auto; --counterfactual and "
         "--trials keep traces in memory)",
     )
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR", default=None,
+        help="finish a run that failed after paid calls: run it again from its manifest, the calls it recorded "
+        "answered from its cassette.sqlite and only the rest sent (its results are an uninterrupted run's; "
+        f"{RESUME_COMMAND} RUN_DIR does the same); only its calls' limits, retries, timeout, budget and key, "
+        "--base-url, --out, --json, --trace and the analysis flags may be given with it",
+    )
     if scenario.counterfactual is not None:
         name, a, b = scenario.counterfactual
         group = parser.add_argument_group("counterfactual and Monte Carlo")
@@ -334,6 +338,8 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
     if argv and argv[0] in scenario.commands:
         return scenario.commands[argv[0]](argv[1:])
     args = build_parser(scenario, prog).parse_args(argv)
+    if args.resume is not None:
+        return main_resume(scenario, args, given_flags(build_parser(scenario, prog), argv))
     if getattr(args, "counterfactual", False) or getattr(args, "trials", None) is not None:
         return main_arms(scenario, args)
     try:
@@ -345,17 +351,57 @@ def main(scenario: Scenario, argv: Sequence[str] | None = None, prog: str | None
         trial = run_trial(scenario, config, seed, spec, trace=args.trace, trace_dir=Path(args.out) / scenario.name)
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
+    return report_run(scenario, args, trial)
+
+
+def report_run(scenario: Scenario, args: argparse.Namespace, trial: TrialResult) -> int:
+    """Write the trial's run directory and say what it holds; a failed run that recorded paid
+    calls also gets the command that finishes it from its cassette. Returns the exit status."""
     run_dir = write_run(trial, args.out)
     results = {**trial.results, "run_dir": str(run_dir)}
+    finish = finish_command(run_dir, results)
     if args.json:
-        say(json.dumps(results, indent=2, sort_keys=True, default=str))
+        say(json.dumps({**results, **({"finish_command": finish} if finish else {})}, indent=2, sort_keys=True,
+                       default=str))
     else:
         for line in run_lines(scenario, results):
             say(line)
         if trial.status != "ok":
             print(f"trial failed: {error_sentence(trial.error)}", file=sys.stderr)
+        if finish:
+            print(f"finish it from its cassette ({recorded_calls(run_dir)} calls recorded there are answered from "
+                  f"it, only the rest are sent): {finish}", file=sys.stderr)
         say(f"run directory: {run_dir}")
     return 0 if trial.status == "ok" else 1
+
+
+def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, Any]:
+    """The flags ``argv`` gives, by their dest, and nothing for those left at their default."""
+    parser.set_defaults(**{a.dest: None for a in parser._actions if a.dest != "help"})
+    return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+
+
+def main_resume(scenario: Scenario, args: argparse.Namespace, given: Mapping[str, Any]) -> int:
+    """``--resume RUN_DIR``: run a failed run again from its manifest, the calls it recorded answered
+    from its cassette and only the rest sent (:mod:`simcore.runs.resume`)."""
+    try:
+        failed = read_failed(args.resume, given)
+        if failed.scenario != scenario.name:
+            raise ConfigError(f"resume: {failed.run_dir} is a run of {failed.scenario}, not {scenario.name}; "
+                              f"{RESUME_COMMAND} {failed.run_dir} finishes it")
+        config = scenario.config_type.from_mapping(failed.config)
+        apply_analysis_args(args, "all")
+        spec = ready_run(scenario, args, failed.seed, config, failed.spec)
+        trial = run_trial(scenario, config, failed.seed, spec, trace=args.trace,
+                          trace_dir=Path(args.out) / scenario.name)
+    except (ConfigError, BackendConfigError) as exc:  # DamagedFile: a damaged run, too
+        fail(str(exc))
+    trial.resumed_from = str(failed.run_dir)
+    stats = trial.world.backend.stats() if callable(getattr(trial.world.backend, "stats", None)) else {}
+    if not args.json:
+        print(f"resuming {failed.run_dir}: {stats.get('cassette_hits', 0)} calls answered from its cassette, "
+              f"{stats.get('live_calls', 0)} sent", file=sys.stderr)
+    return report_run(scenario, args, trial)
 
 
 def check_run(scenario: Scenario, args: argparse.Namespace) -> tuple[int, Config, BackendSpec]:
@@ -482,46 +528,36 @@ def main_arms(scenario: Scenario, args: argparse.Namespace) -> int:
     return 0 if not summary["failed_trials"] else 1
 
 
-def format_arms(summary: dict[str, Any]) -> str:
-    """A small table of the compared metrics for the terminal, with the one rule that decides."""
-
+def arms_comparison(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A group summary's comparison of its arms (a Monte Carlo's statistical one, a pair's)."""
     key = "statistical_comparison" if summary["mode"] == "monte_carlo" else "counterfactual_comparison"
-    comparison = summary[key]
+    return summary[key]
+
+
+def arms_headline(summary: Mapping[str, Any]) -> list[str]:
+    """What a group's command says first and last around its table: what ran, and the verdict
+    (the scenario's interpretation and the warnings). The run browser opens a group's page with them."""
+    comparison = arms_comparison(summary)
     diff = comparison.get("difference_summary", {})
+    level = level_text([diff[m] for m in compared_metrics(comparison)])
     cf = summary["counterfactual"]
-    metrics = compared_metrics(comparison)
-    rows = [diff[m] for m in metrics]
-    level = level_text(rows)
-    vary = levels_vary(rows)
-    intervals = [interval_text(d, "+.3f") for d in rows]
-    iw = max([20, *map(len, intervals)])
-    lines = [
-        f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
-        f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
-        f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""),
-        f"  {'metric':<36} {'mean A':>9} {'mean B':>9} {'A - B':>9}  {'interval':<{iw}} "
-        + (f"{'level':>7} " if vary else "") + f"{'adj. p':>7}  decision",
-    ]
+    title = (f"{summary['scenario']} {summary['mode']}: {summary['n_trials']} trial(s) per arm, "
+             f"A: {cf['field']}={cf['A']}, B: {cf['field']}={cf['B']}, "
+             f"{len(summary['failed_trials'])} failed" + (f"; {level}" if level else ""))
+    verdict = [f"  {diff['interpretation']}"] if diff.get("interpretation") else []
+    return [title, *verdict, *(f"  {w}" for w in summary.get("warnings", []))]
+
+
+def format_arms(summary: dict[str, Any]) -> str:
+    """The compared metrics as a table for the terminal (:func:`~simcore.analysis.comparison_table.comparison_lines`),
+    with the one rule that decides, between the lines of :func:`arms_headline`."""
+    comparison = arms_comparison(summary)
+    diff = comparison.get("difference_summary", {})
     agg_a, agg_b = summary["run_A_aggregate"], summary["run_B_aggregate"]
-
-    def mean(agg: Mapping[str, Any]) -> str:
-        return figure(agg.get("mean"), ".3f", group_scale(agg))
-
-    rule = None
-    for m, d, interval in zip(metrics, rows, intervals):
-        rule = rule or d.get("decided_by")
-        notes = row_notes(d, reasons=True)
-        decision = verdict(d) if "significant" in d else ""  # one pair: a difference, no test
-        lines.append(
-            f"  {m:<36} {mean(agg_a.get(m, {})):>9} {mean(agg_b.get(m, {})):>9} "
-            f"{figure(d.get('delta_mean'), '+.3f', row_scale(d)):>9}  {interval:<{iw}} "
-            + (f"{percent(d['ci_level']) if d.get('ci_level') else '':>7} " if vary else "")
-            + f"{figure(decision_p(d), '.2g'):>7}  {decision}" + (f"  ({'; '.join(notes)})" if notes else "")
-        )
-    if rule:
-        lines.append(f"  decided by: {rule}")
+    rows = [ComparisonRow(m, diff[m], means=(agg_a.get(m, {}), agg_b.get(m, {})))
+            for m in compared_metrics(comparison)]
+    headline = arms_headline(summary)
+    lines = [headline[0], *comparison_lines(None, rows, arms=("A", "B"))]
     lines += readability_lines(comparison.get("readability"), "A", "B")
-    if diff.get("interpretation"):
-        lines.append(f"  {diff['interpretation']}")
-    lines += [f"  {w}" for w in summary.get("warnings", [])]
+    lines += headline[1:]
     return "\n".join(line.rstrip() for line in lines)

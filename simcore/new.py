@@ -76,8 +76,8 @@ def create(name: str, out: str | Path = ".") -> Path:
     return final
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
+def build_parser() -> OneLineParser:
+    """The command's parser."""
     parser = OneLineParser(
         prog="python -m simcore.new",
         description="Write a small, working scenario package to DIR/NAME (see docs/tutorial.md).",
@@ -87,7 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("name", help="package and scenario name, a lower-case identifier (e.g. rumour)")
     parser.add_argument("--out", default=".", metavar="DIR", help="where to create NAME/ (default: .)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    args = build_parser().parse_args(argv)
     try:
         path = create(args.name, args.out)
     except ConfigError as exc:

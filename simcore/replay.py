@@ -5,8 +5,9 @@ perturbation of a perturbed run) and run again; nothing is written (a large
 world's new trace streams to a temporary directory, deleted afterwards). A
 run on a real backend is answered from its ``cassette.sqlite``, offline and
 without a key. The new trace is compared line by line with
-the recorded ``trace.jsonl``. Prints the trace's sha256 and ``identical``, or the
-first event that differs; exits 0 when identical, 1 when not, 2 on bad input.
+the recorded ``trace.jsonl``. Prints ``trace sha256 <hash> identical to the recorded
+run``, or both hashes and the first event that differs; exits 0 when identical, 1
+when not, 2 on bad input.
 With ``--analysis`` the scenario's analysis runs too, and its metrics are compared
 with the ones ``results.json`` records: it prints how many match, or each one that
 differs, recorded against recomputed (and exits 1 when one does).
@@ -161,17 +162,28 @@ def _compare(trace_path: Path, recorded_sha: str, replayed: Trace | StreamedTrac
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point."""
+def build_parser() -> OneLineParser:
+    """The command's parser."""
     parser = OneLineParser(
         prog="python -m simcore.replay",
         description="Re-run a recorded run from its manifest and compare the traces.",
+        elsewhere={
+            "--seed": "a replay runs the recorded run's own seed (python -m simcore.run NAME --seed N runs another)",
+            "--backend": "a replay is answered from the run's cassette, or by the stub, offline",
+            "--out": "a replay writes nothing",
+        },
     )
     parser.add_argument("run_dir", help="a run directory (runs/<scenario>/<run-id>)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--analysis", action="store_true",
                         help="also run the scenario's analysis (embeddings and metrics; slower), "
                         "which the trace comparison does not need")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result = asyncio.run(replay_async(args.run_dir, analysis=args.analysis))
@@ -183,9 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result.__dict__, indent=2))
         return 0 if result.ok else 1
     if result.identical:
-        print(f"{result.recorded_sha256} identical")
+        print(f"trace sha256 {result.recorded_sha256} identical to the recorded run")
     else:
-        print(f"{result.replayed_sha256} differs from recorded {result.recorded_sha256}")
+        print(f"trace sha256 {result.replayed_sha256} differs from the recorded run's {result.recorded_sha256}")
         print(f"first difference at event {result.first_diff}:")
         print(f"  recorded: {result.recorded}")
         print(f"  replayed: {result.replayed}")

@@ -7,14 +7,18 @@ trial crash in its analysis. ``FLAKY_CMP`` adds a
 ``compare`` hook that reports what it was given. ``SLOW`` is one agent whose
 backend takes wall time and counts the calls in flight, to see trials overlap.
 ``ONE`` is one agent asking once on the sweep's backend: one request per trial,
-so a run of fault rules maps onto trials one to one.
+so a run of fault rules maps onto trials one to one. ``GATED`` is FLAKY whose trials
+after the first few wait for a file, so a test can stop a sweep at a known point.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from backends.base import LLMRequest, LLMResponse
@@ -144,3 +148,28 @@ def build_one(world: World, cfg: FlakyConfig) -> None:
 
 
 ONE = dataclasses.replace(FLAKY, name="one", build=build_one, counterfactual=None)
+
+
+#: The directory through which a test holds :data:`GATED`'s trials (in every process of a sweep).
+GATE_ENV = "SIMCORE_TEST_GATE"
+#: How many of GATED's trials pass before the gate holds the rest.
+GATE_PASSES = 8
+
+
+def analyze_gated(world: World, cfg: FlakyConfig) -> dict[str, Any]:
+    """FLAKY's analysis, after taking a ticket: from ticket GATE_PASSES on, the trial waits
+    (in whichever process runs it) until the file ``open`` appears in the gate directory."""
+    gate = Path(os.environ[GATE_ENV])
+    ticket = 0
+    while True:
+        try:
+            os.close(os.open(gate / f"ticket-{ticket}", os.O_CREAT | os.O_EXCL))
+            break
+        except FileExistsError:
+            ticket += 1
+    while ticket >= GATE_PASSES and not (gate / "open").exists():
+        time.sleep(0.01)
+    return analyze(world, cfg)
+
+
+GATED = dataclasses.replace(FLAKY, name="gated", analyze=analyze_gated)

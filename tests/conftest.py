@@ -7,9 +7,14 @@ import sys
 import textwrap
 from importlib import metadata
 
+import mesa  # noqa: F401
 import pytest
 
 from simcore.runs import scenario as scenario_module
+
+# NOTE: mesa is imported here, where the stack is short, for performance: its module loggers
+# call inspect.stack() on import, which reads the source of every frame's file (about 1.6 s
+# in each xdist worker when a test's deep stack first imports it).
 
 PACKAGE = '''
 import dataclasses

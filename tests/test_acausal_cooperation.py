@@ -11,8 +11,6 @@ import math
 import os
 import pickle
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -60,6 +58,9 @@ from simcore.cli import main as cli_main
 from simcore.runs.counterfactual import compared_metrics
 from simcore.runs.runner import run_trial_async, write_run
 from simcore.sim.kernel import Reply
+from tests.commands import run_module
+
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
 C, D = COOPERATE, DEFECT
 GOLDEN = Path(__file__).parent / "golden" / "acausal_cooperation_small.jsonl"
@@ -417,22 +418,11 @@ def test_same_seed_same_trace(seed: int) -> None:
     assert run(config, seed).trace.to_jsonl() == run(config, seed).trace.to_jsonl()
 
 
-def test_trace_independent_of_hash_seed() -> None:
-    code = (
-        "import asyncio; from scenarios.acausal_cooperation import SCENARIO as S;"
-        "from simcore.runs.runner import run_trial_async;"
-        "c = S.config_type(n_agents=3, rounds=2, scripted='random:0.4,grudger', embeddings=False);"
-        "print(asyncio.run(run_trial_async(S, c, 11)).trace.sha256())"
-    )
-    root = Path(__file__).resolve().parent.parent
-    out = set()
-    for hs in ("0", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": hs}
-        res = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                             timeout=120)
-        assert res.returncode == 0, res.stderr
-        out.add(res.stdout.strip())
-    assert len(out) == 1
+def test_trace_independent_of_hash_seed(hash_seed_pair) -> None:
+    """The same trace here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("acausal_cooperation")
+    assert there == here
+    assert here == run(cfg(n_agents=3, rounds=2, scripted="random:0.4,grudger"), 11).trace.sha256()
 
 
 def test_golden_trace() -> None:
@@ -697,22 +687,14 @@ def test_config_errors() -> None:
 
 
 def test_cli_bad_input_writes_nothing(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(
-        [sys.executable, "-m", "scenarios.acausal_cooperation", "--scripted", "nice_guy", "--out", str(tmp_path)],
-        cwd=root, capture_output=True, text=True, timeout=120,
-    )
+    res = run_module("scenarios.acausal_cooperation", "--scripted", "nice_guy", "--out", str(tmp_path))
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1].startswith("error: scripted: must be")
     assert not any(tmp_path.iterdir())
-    res = subprocess.run(
-        [sys.executable, "-m", "scenarios.acausal_cooperation", "--model-preset", "gpt5", "--out", str(tmp_path)],
-        cwd=root, capture_output=True, text=True, timeout=120,
-    )
+    res = run_module("scenarios.acausal_cooperation", "--model-preset", "gpt5", "--out", str(tmp_path))
     assert res.returncode == 2 and not any(tmp_path.iterdir())
     assert res.stderr.strip() == "error: model_preset: must be one of '' (empty), original; got 'gpt5'"
-    res = subprocess.run([sys.executable, "-m", "scenarios.acausal_cooperation", "--help"],
-                         cwd=root, capture_output=True, text=True, timeout=120)
+    res = run_module("scenarios.acausal_cooperation", "--help")
     assert res.returncode == 0 and "--identity-insight" in res.stdout and "30%" in res.stdout
 
 
@@ -754,7 +736,8 @@ def test_own_field_names_win_over_the_original_spelling_and_unknown_keys_fail() 
 
 
 def test_config_baseline_runs_the_original_config(tmp_path: Path, capsys) -> None:
-    code = cli_main(SCENARIO, ["--config", "baseline", "--no-embeddings", "--out", str(tmp_path), "--json"])
+    code = cli_main(SCENARIO, ["--config", "baseline", "--no-embeddings", "--plots", "none", "--out", str(tmp_path),
+                               "--json"])
     assert code == 0
     results = json.loads(capsys.readouterr().out)
     assert results["experiment_name"] == "baseline" and results["decision_prompt"] == "structured"
@@ -852,8 +835,9 @@ def compare_main(argv: list[str]) -> int:
 def test_compare_writes_the_original_comparison_with_intervals(tmp_path: Path, capsys) -> None:
     import pandas as pd
 
+    # (no test here reads a run's plots: --plots none)
     code = compare_main(["--trials", "2", "--n-agents", "3", "--rounds", "4", "--no-embeddings", "--seed", "9",
-                         "--out", str(tmp_path)])
+                         "--plots", "none", "--out", str(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
     (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
@@ -895,7 +879,7 @@ def test_compare_with_one_trial_gives_wilson_intervals_of_the_runs_own_counts(tm
     from simcore.analysis.stats import proportion_ci
 
     assert compare_main(["--configs", "baseline", "--n-agents", "3", "--rounds", "4", "--no-embeddings",
-                         "--out", str(tmp_path)]) == 0
+                         "--plots", "none", "--out", str(tmp_path)]) == 0
     (cdir,) = (tmp_path / "acausal_cooperation").iterdir()
     row = pd.read_csv(cdir / "experiment_comparison.csv").iloc[0]
     results = json.loads((cdir / "runs" / "acausal_cooperation" / "baseline-t0" / "results.json").read_text())

@@ -23,15 +23,16 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, script: list[tuple[str, str]]) -> None:
+    def __init__(self, script: list[tuple[str, str]], usage: Usage | None = None) -> None:
         self.script = script
+        self.usage = usage or Usage(10, 5)
         self.requests: list[LLMRequest] = []
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         self.requests.append(request)
         k = min(int(request.metadata.get("reask", 0)), len(self.script) - 1)
         body, finish = self.script[k]
-        return LLMResponse(body, Usage(10, 5), finish)
+        return LLMResponse(body, self.usage, finish)
 
 
 def run_turn(backend: Scripted, reask: int, n: int = 1):
@@ -151,3 +152,32 @@ def test_an_echo_of_the_prompt_is_flagged_as_an_echo_and_counted_as_one():
     q = world.parse_quality.to_dict()["decision"]
     assert (q["unreadable"], q["echo"], q["partial"]) == (1, 1, 0)
     assert "repeats what it was given" in world.trace.of_kind("llm.reply")[0].payload["why"]
+
+
+def test_an_empty_reply_is_reasked_without_an_empty_assistant_message():
+    # Claude may refuse with no content at all; the Messages API refuses an empty message.
+    backend = Scripted([("", "content_filter"), ('{"action": "DEFECT"}', "stop")])
+    world, [reply] = run_turn(backend, reask=1)
+    first, again = backend.requests
+    assert reply.value.action == "DEFECT"
+    assert again.messages[:-1] == first.messages and again.messages[-1].role == "user"
+    assert all(m.content.strip() for m in again.messages)
+
+
+def test_a_reply_cut_by_its_reasoning_is_counted_apart_and_reasked_with_room_to_reason():
+    backend = Scripted([("", "reasoning"), ("", "reasoning"), ('{"action": "COOPERATE"}', "stop")],
+                       usage=Usage(10, 3000, 3000))
+    world, [reply] = run_turn(backend, reask=2)
+    assert reply.value.action == "COOPERATE"
+    first, second, third = backend.requests
+    assert first.reasoning_tokens is None and (second.reasoning_tokens, third.reasoning_tokens) == (6000, 12000)
+    assert [r.max_tokens for r in backend.requests] == [30, 30, 30]  # the answer's budget is unchanged
+    assert "thinking" in second.messages[-1].content and second.messages[-2].role == "user"
+    assert reply.attempts[0].reading.reasoning_cut and not reply.attempts[0].reading.readable
+    q = world.parse_quality.to_dict()["decision"]
+    assert (q["reasoning_cut"], q["unreadable"], q["json"], q["reasked"]) == (0, 0, 1, 1)
+    backend = Scripted([("", "reasoning")], usage=Usage(10, 3000, 3000))
+    world, [reply] = run_turn(backend, reask=0)
+    q = world.parse_quality.to_dict()["decision"]
+    assert (q["reasoning_cut"], q["unreadable"]) == (1, 0) and reply.parse_error
+    assert "cut off by its own reasoning" in world.trace.of_kind("llm.reply")[0].payload["why"]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
 from scenarios.context_corrosion import SCENARIO
 from simcore.base.records import read_json
 from simcore.cli import main
+from tests.commands import run_module
 
 SMALL = ["--rounds", "1", "--n-peers", "2", "--dominant-tokens", "64", "--peer-tokens", "48"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +96,7 @@ def test_budget_flag_stops_the_run_and_records_why(server, capsys, tmp_path):
     assert read_json(run_dir / "manifest.json")["backend"]["options"]["budget_usd"] == 0.05
 
 
-def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path):
+def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path, monkeypatch):
     server.reset(FakeConfig(Latency.parse("fixed:0.001"), faults=(Fault.parse("503:first=2"),)))
     cassette = tmp_path / "c.sqlite"
     args = ["--backend", "openai-compatible", "--base-url", server.openai_url, "--model", "fake-1",
@@ -108,11 +108,13 @@ def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path):
     assert code == 0 and server.stats()["requests"] == 0
     first, second = sorted((tmp_path / "runs" / "context_corrosion").iterdir())
     assert (first / "trace.jsonl").read_bytes() == (second / "trace.jsonl").read_bytes()
-    # The replay command needs neither the server nor a key.
-    done = subprocess.run([sys.executable, "-m", "simcore.replay", str(first)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0 and done.stdout.strip().endswith("identical"), done.stderr
+    # The replay command needs neither the server (it gets no request) nor a key: nothing in the
+    # environment but PATH and the tests' own settings (the embedding cache, the plots).
+    for name in [n for n in os.environ if n != "PATH" and not n.startswith("SIMCORE_")]:
+        monkeypatch.delenv(name)
+    done = run_module("simcore.replay", str(first), cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip().endswith("identical to the recorded run"), done.stderr
+    assert server.stats()["requests"] == 0
 
 
 @pytest.mark.parametrize("preset, server_name", [("ollama", "Ollama"), ("vllm", "vLLM"),

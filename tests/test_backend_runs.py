@@ -213,3 +213,41 @@ async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, 
         assert srv.stats()["requests"] > sum(v["calls"] for v in trial.world.usage.values()) > 0  # with retries
     result = await replay_async(run_dir)
     assert result.identical, result
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("preset, model", [("openai", "gpt-5-mini"), ("anthropic", "claude-opus-4-7"),
+                                           ("gemini", "gemini-3-pro-preview")])
+async def test_todays_flagships_play_the_tournament_under_their_providers_rules(preset, model, tmp_path,
+                                                                                 monkeypatch):
+    """The issue's three runs, small: the fake server refuses what each provider refuses,
+    thinks out of the reply's budget, rate-limits (Gemini: the wait in the body) and
+    refuses to answer now and then; every decision is read, within a budget."""
+    from backends.middleware import Halt
+    from scenarios.acausal_cooperation import SCENARIO as PD
+    from scenarios.acausal_cooperation.config import AcausalConfig
+    from simcore.base.files import read_manifest
+
+    waits: list[float] = []
+
+    async def record(self, seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(Halt, "sleep", record)
+    monkeypatch.setenv(f"{preset.upper()}_API_KEY", "test-key")
+    faults = ("429:first=2,retry_after=5", "refusal:every=3")
+    async with FakeServer(FakeConfig(faults=tuple(Fault.parse(f) for f in faults))) as srv:
+        base = srv.openai_url if preset == "openai" else srv.url
+        trial = await run_trial_async(PD, AcausalConfig(n_agents=2, rounds=1), 3, BackendSpec(
+            preset, model, base_url=base, options={**FAST, "budget_usd": 5}))
+        stats = srv.stats()
+    assert trial.status == "ok", trial.error
+    decisions = trial.results["parse_quality"]["decision"]
+    assert decisions["replies"] == decisions["json"] == 2 and stats["refused"] == {}
+    assert stats["faults"]["refusal"] >= 1 and decisions["reasked"] + trial.results["parse_quality"][
+        "strategy"]["reasked"] >= 1
+    assert len(waits) == 2 and all(5 <= w <= 5.5 for w in waits)  # the server's wait, header or body
+    assert 0 < trial.results["cost_usd"] < 5
+    manifest = read_manifest(write_run(trial, tmp_path))
+    rule = manifest["sent"][preset][model]["rule"]
+    assert rule["source"] and rule["checked"] == "2026-11-28"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +24,7 @@ from backends.fake_server import FakeConfig, FakeServer
 from backends.pricing import load_prices
 from backends.registry import BackendSpec
 from simcore.base.config import ConfigError
+from simcore.base.files import read_heartbeat
 from simcore.batch import (
     VOLATILE_COLUMNS,
     SweepAborted,
@@ -28,10 +32,11 @@ from simcore.batch import (
     read_results,
     run_sweep,
 )
-from simcore.batch.__main__ import main as batch_main
+from simcore.batch.command import main as batch_main
 from simcore.batch.plan import build_plan, parse_values
 from simcore.runs.scenario import load_scenario
-from tests.batch_scenarios import FLAKY, FLAKY_CMP, SLOW, SlowStub
+from tests.batch_scenarios import FLAKY, FLAKY_CMP, GATE_ENV, GATE_PASSES, SLOW, SlowStub
+from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CC = load_scenario("context_corrosion")
@@ -180,19 +185,21 @@ def test_cli_bad_input_exits_2_and_writes_nothing(
 
 def test_refuses_to_overwrite_or_change_a_sweep(tmp_path: Path) -> None:
     out = tmp_path / "s"
-    run_sweep(FLAKY, 1, executor="serial", out=out)
+    run_sweep(FLAKY, 1, executor="serial", out=out, plot=False)
     with pytest.raises(ConfigError, match="already holds another sweep; choose another --out"):
-        run_sweep(FLAKY, 2, executor="serial", out=out)
+        run_sweep(FLAKY, 2, executor="serial", out=out, plot=False)
     with pytest.raises(ConfigError, match="trials differs"):
-        run_sweep(FLAKY, 2, executor="serial", out=out, resume=True)
+        run_sweep(FLAKY, 2, executor="serial", out=out, resume=True, plot=False)
     (out / "summary.json").unlink()  # as if the first pass had been killed before its tables
     with pytest.raises(ConfigError, match="already holds this sweep, unfinished; pass --resume to finish it"):
-        run_sweep(FLAKY, 1, executor="serial", out=out)
+        run_sweep(FLAKY, 1, executor="serial", out=out, plot=False)
 
 
 def test_a_finished_sweep_run_again_returns_its_results_and_runs_nothing(tmp_path: Path) -> None:
     out = tmp_path / "s"
     first = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False)
+    beat = read_heartbeat(out)  # what the run browser showed while it ran: every trial written, then finished
+    assert (beat["kind"], beat["state"], beat["written"], beat["total"]) == ("sweep", "finished", len(first), len(first))
     files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
     notes: list[str] = []
     again = run_sweep(FLAKY, 2, grid={"words": [3, 5]}, executor="serial", out=out, plot=False, echo=notes.append)
@@ -232,7 +239,7 @@ def test_the_readme_sweep_run_twice_prints_its_table_and_resume_finds_its_direct
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)  # the default directory, runs/sweeps/<scenario>-<id>, lands here
     argv = ["context_corrosion", "--trials", "2", "--grid", "rounds=1,2", "--n-peers", "2", "--no-metrics",
-            "--executor", "serial", "--no-progress"]
+            "--executor", "serial", "--no-progress", "--no-plot"]
     assert batch_main(argv) == 0
     first = capsys.readouterr()
     (sweep,) = (tmp_path / "runs" / "sweeps").iterdir()
@@ -293,9 +300,20 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 
 
 def test_serial_equals_local_pool_and_dask_localcluster(reference: pd.DataFrame, tmp_path: Path) -> None:
-    kw = dict(grid={"rounds": [1, 2]}, base=CC_BASE, workers=2, plot=False)
-    local = run_sweep("context_corrosion", 3, executor="local", out=tmp_path / "local", **kw)
-    dask = run_sweep("context_corrosion", 3, executor="dask", out=tmp_path / "dask", **kw)
+    kw = dict(grid={"rounds": [1, 2]}, base=CC_BASE, plot=False)
+    # Two pool processes finish trials out of order; the table is in plan order all the same.
+    local = run_sweep("context_corrosion", 3, executor="local", workers=2, out=tmp_path / "local", **kw)
+    # With Dask's default port taken (as by another cluster), the LocalCluster takes another one
+    # quietly: dask warned "Port 8787 is already in use" when its scheduler asked for that port.
+    with socket.socket() as held, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(OSError):  # (held by something else already: as good)
+            held.bind(("127.0.0.1", 8787))
+            held.listen()
+        # One Dask worker process (each costs a fresh interpreter that imports simcore; two of
+        # them, out of order, are test_batch_faults.py's backend_flags[dask]).
+        dask = run_sweep("context_corrosion", 3, executor="dask", workers=1, out=tmp_path / "dask", **kw)
+    assert not [w for w in caught if "already in use" in str(w.message)]
     for other in (local, dask):
         pd.testing.assert_frame_equal(stable(reference), stable(other))
     assert (reference["status"] == "ok").all() and len(reference) == 2 * 2 * 3
@@ -375,7 +393,8 @@ def test_the_printed_summary_is_a_compact_table_and_verbose_prints_the_detail(re
 
 
 def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> None:
-    df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3)
+    df = run_sweep(FLAKY_CMP, 6, base={"fail_every": 2}, executor="serial", out=tmp_path / "s", seed=3,
+                   plot=False)
     failed = df[df["status"] == "error"]
     assert len(df) == 12 and 0 < len(failed) < 12
     assert failed["error"].str.contains("planned failure").all()
@@ -391,7 +410,7 @@ def test_failed_trials_are_rows_and_scenario_compare_is_used(tmp_path: Path) -> 
 
 def test_fail_fast_skips_the_rest(tmp_path: Path) -> None:
     df = run_sweep(FLAKY, 20, base={"fail_every": 1}, conditions=None, executor="serial",
-                   out=tmp_path / "s", fail_fast=True)
+                   out=tmp_path / "s", fail_fast=True, plot=False)
     assert list(df["status"].iloc[:1]) == ["error"]
     assert (df["status"].iloc[1:] == "skipped").all()
     assert (df["error"].iloc[1:] == "fail-fast").all()
@@ -440,7 +459,7 @@ def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_
 
     notes: list[str] = []
     df = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
-                   out=sweep, resume=True, echo=notes.append)
+                   out=sweep, resume=True, echo=notes.append, plot=False)
     pd.testing.assert_frame_equal(stable(df), stable(reference))
     assert not staging.exists()
     after = {d.name: d.stat().st_mtime_ns for d in runs.iterdir()}
@@ -453,7 +472,7 @@ def test_resume_repairs_every_kind_of_crash_damage(reference: pd.DataFrame, tmp_
 
     # resuming a finished sweep runs nothing and changes nothing
     again = run_sweep("context_corrosion", 3, {"rounds": [1, 2]}, base=CC_BASE, executor="serial",
-                      out=sweep, resume=True)
+                      out=sweep, resume=True, plot=False)
     pd.testing.assert_frame_equal(stable(again), stable(reference))
     assert again.attrs["summary"]["timing"]["trials_run"] == 0
 
@@ -478,44 +497,53 @@ def test_a_write_failure_aborts_and_resume_redoes_the_trial(tmp_path: Path, monk
     assert (done["status"] == "ok").all() and done.attrs["summary"]["timing"]["trials_run"] == 2
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "simcore.batch", "context_corrosion", *args]
-
-
-def test_kill_9_mid_sweep_then_resume(tmp_path: Path) -> None:
+def test_kill_9_mid_sweep_then_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's process group (the command and its pool workers) is killed while trials are
+    in flight: the gate holds every trial after the first GATE_PASSES, so the kill lands after
+    exactly those were written, however fast or slow the machine. Resuming finishes the sweep
+    with every trial once, as an uninterrupted sweep has it."""
     sweep = tmp_path / "killed"
-    flags = ["--trials", "20", "--grid", "rounds=1,2", "--n-peers", "2", "--no-metrics", "--seed", "11",
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv(GATE_ENV, str(gate))
+    flags = ["tests.batch_scenarios:GATED", "--trials", "6", "--grid", "words=3,5", "--seed", "11",
              "--out", str(sweep)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        _cli(*flags, "--executor", "local", "--workers", "2"), cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-m", "simcore.batch", *flags, "--executor", "local", "--workers", "2"], cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     ledger = sweep / "ledger.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ledger.is_file() and ledger.read_text().count("\n") >= 12:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the sweep finished (or died) before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)  # parent and pool workers, mid-trial
-    proc.wait()
-    done_before = ledger.read_text().count("\n")
-    assert 12 <= done_before < 80
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ledger.is_file() and ledger.read_text().count("\n") >= GATE_PASSES:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        # both workers hold a trial at the gate
+        while len(list(gate.glob("ticket-*"))) < GATE_PASSES + 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # parent and pool workers, mid-trial
+        proc.wait()
+        proc.stderr.close()
+    assert ledger.read_text().count("\n") == GATE_PASSES
     assert not (sweep / "results.csv").exists()
 
-    res = subprocess.run(_cli("--resume", "--out", str(sweep), "--executor", "local", "--workers", "2", "--no-plot"),
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    (gate / "open").touch()
+    res = run_module("simcore.batch", flags[0], "--resume", "--out", str(sweep), "--executor", "serial", "--no-plot",
+                     cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "fail=0" in res.stderr  # the progress bar
     resumed = read_results(sweep)
-    assert len(resumed) == 80 and resumed["run_id"].is_unique and (resumed["status"] == "ok").all()
+    assert len(resumed) == 24 and resumed["run_id"].is_unique and (resumed["status"] == "ok").all()
+    assert json.loads((sweep / "summary.json").read_text())["timing"]["trials_run"] == 24 - GATE_PASSES
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
-    assert len(rows) == 80 and len({r["run_id"] for r in rows}) == 80
-    assert not [p for p in (sweep / "context_corrosion").iterdir() if p.name.startswith(".")]
+    assert len(rows) == 24 and len({r["run_id"] for r in rows}) == 24
+    assert not [p for p in (sweep / flags[0]).iterdir() if p.name.startswith(".")]
 
-    fresh = run_sweep("context_corrosion", 20, {"rounds": [1, 2]}, base=CC_BASE, seed=11,
-                      executor="asyncio", out=tmp_path / "fresh", plot=False)
+    fresh = run_sweep(flags[0], 6, {"words": [3, 5]}, seed=11, executor="asyncio", out=tmp_path / "fresh", plot=False)
     pd.testing.assert_frame_equal(stable(resumed), stable(fresh))
 
 
@@ -571,14 +599,11 @@ def test_budget_caps_the_sweep_and_resume_finishes_it(fake_server, priced: Path,
 
 
 def test_cli_budget_prints_the_estimate(fake_server, priced: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIMCORE_PRICES": str(priced)}
     out = tmp_path / "cli"
-    res = subprocess.run(
-        _cli("--trials", "4", "--rounds", "1", "--n-peers", "2", "--budget-usd", "0.01", "--executor", "serial",
-             "--backend", "openai-compatible", "--base-url", fake_server.openai_url, "--model", "fake-1",
-             "--out", str(out), "--no-progress", "--no-plot"),
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )
+    res = run_module(
+        "simcore.batch", "context_corrosion", "--trials", "4", "--rounds", "1", "--n-peers", "2", "--budget-usd", "0.01",
+        "--executor", "serial", "--backend", "openai-compatible", "--base-url", fake_server.openai_url,
+        "--model", "fake-1", "--out", str(out), "--no-progress", "--no-plot", cwd=ROOT)
     assert res.returncode == 1, res.stderr  # some trials were skipped
     assert "cost estimate: $" in res.stderr and "budget: stopped dispatching" in res.stderr
     df = read_results(out)

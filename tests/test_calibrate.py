@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +20,7 @@ from simcore.runs.calibration import (
 )
 from simcore.runs.marks import annotate, installed
 from simcore.runs.scenario import load_scenario
+from tests.commands import Ran, run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,12 +75,11 @@ def test_comparisons_mark_metrics_calibration_found_confounded(tmp_path, monkeyp
                "counterfactual": {"field": "biased", "A": True, "B": False},
                "statistical_comparison": {"difference_summary": diff},
                "run_A_aggregate": {}, "run_B_aggregate": {}}
-    assert "CONFOUNDED UNDER THE NULL: 30 of 30 null Monte Carlos significant" in format_arms(summary)
+    assert "CONFOUNDED UNDER THE NULL: dominant_self_drift: 30 of 30 null Monte Carlos significant" in format_arms(summary)
 
 
-def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "simcore.calibrate", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+def run(*args: str, cwd: Path = ROOT) -> Ran:
+    return run_module("simcore.calibrate", *args, cwd=cwd)
 
 
 def test_cli_writes_the_calibration_and_its_table(tmp_path):

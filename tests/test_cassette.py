@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.base import LLMRequest, LLMResponse, Message, Usage
-from backends.cassette import Cassette
+from backends.cassette import Cassette, response_entry
 from backends.errors import CassetteMiss, ServerError
 from backends.middleware import Ledger
 from backends.pricing import PriceTable
@@ -156,3 +156,21 @@ def test_cassette_holds_requests_and_responses_only(tmp_path):
     assert e.kind == "response" and e.occurrence == 0 and e.digest == req("hello").digest()
     assert set(e.body) == {"text", "usage", "finish_reason", "model", "system_fingerprint", "latency_s"}
     assert e.response().usage == Usage(3, 1)
+
+
+@pytest.mark.parametrize("creator_closes", ["first", "last"])
+def test_trials_side_by_side_share_a_new_cassette_whichever_closes_first(tmp_path, creator_closes):
+    """A comparison's arms run on one loop, each opening the run's cassette: the one that created
+    the file may close while the others still hold it (SQLite then refused to leave WAL mode:
+    "database is locked"). The file ends as one plain file with every entry, whatever the order."""
+    path = tmp_path / "run.sqlite"
+    creator = Cassette(path)
+    other = Cassette(path)
+    creator.put(response_entry("a", 0, req("one"), LLMResponse("x", Usage(1, 1), "stop")))
+    other.put(response_entry("b", 0, req("two"), LLMResponse("y", Usage(1, 1), "stop")))
+    for c in (creator, other) if creator_closes == "first" else (other, creator):
+        c.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sqlite"]
+    read = Cassette(path, readonly=True)
+    assert [e.scope for e in read.entries()] == ["a", "b"]
+    assert read._db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"

@@ -1,4 +1,7 @@
-"""The shared scenario CLI: flags, config files, errors, --json."""
+"""The shared scenario CLI: flags, config files, errors, --json.
+
+The commands run in this process (tests/commands.py), but for the two whose subject is the
+process: a closed stdout pipe and the interpreter's ``-m`` lookup of a mistyped scenario."""
 
 from __future__ import annotations
 
@@ -9,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import Ran, run_module
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scenarios.context_corrosion", *args],
-        cwd=cwd, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""},
-    )
+def run_cli(*args: str, cwd: Path) -> Ran:
+    return run_module("scenarios.context_corrosion", *args, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -60,11 +62,29 @@ def test_unknown_flag_is_one_line(tmp_path):
 ])
 def test_a_misspelt_flag_gets_the_closest_one(tmp_path, module, argv, message):
     out = [] if module == "simcore.replay" else ["--out", str(tmp_path / "runs")]  # (replay writes nothing)
-    res = subprocess.run([sys.executable, "-m", module, *argv, *out], cwd=tmp_path,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    res = run_module(module, *argv, *out, cwd=tmp_path)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == f"python -m {module}: error: {message}\n"
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command, argv, message", [
+    # A flag other commands take: the closest, and why this command takes none.
+    ("simcore.replay", ["runs/x", "--seeed", "3"], "unrecognized arguments: --seeed 3; did you mean --seed? "
+     "python -m simcore.replay takes no --seed: a replay runs the recorded run's own seed "
+     "(python -m simcore.run NAME --seed N runs another)"),
+    # Nothing close: a command of few flags lists them.
+    ("simcore.view.command", ["--bogus"], "unrecognized arguments: --bogus; its flags: --host, --port (see --help)"),
+    # A mistyped flag whose value stood where the scenario's name goes: the flag is what to correct.
+    ("simcore.calibrate", ["--seeed", "3"], "unrecognized arguments: --seeed; did you mean --seed?"),
+])
+def test_every_command_says_which_flag_was_meant(command, argv, message, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as exc:
+        importlib.import_module(command).main(argv)
+    prog = command.removesuffix(".command")
+    assert exc.value.code == 2 and capsys.readouterr().err == f"python -m {prog}: error: {message}\n"
 
 
 def test_config_file_and_flag_precedence(tmp_path):
@@ -108,7 +128,7 @@ BROKEN_CONFIGS = [
 @pytest.mark.parametrize("command", ["scenario", "batch"])
 def test_broken_config_files_are_one_line_naming_the_file(tmp_path, capsys, content, needle, command):
     from scenarios.context_corrosion import SCENARIO
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
     from simcore.cli import main as scenario_main
 
     cfg = tmp_path / "c.yaml"

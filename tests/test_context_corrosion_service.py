@@ -268,7 +268,24 @@ async def test_an_oversized_body_gets_413(server):
 async def test_a_slow_body_gets_408_and_the_server_keeps_answering(server, monkeypatch):
     import scenarios.context_corrosion.service as service
 
-    monkeypatch.setattr(service, "BODY_TIMEOUT_S", 5.0)
+    # The body's wait ends when the test says so, not after seconds: the server's
+    # asyncio.wait_for for the body (told apart by its timeout) times out once `give_up` is set.
+    give_up, real_wait_for = asyncio.Event(), asyncio.wait_for
+
+    async def wait_for(work, timeout):
+        if timeout != service.BODY_TIMEOUT_S:
+            return await real_wait_for(work, timeout)
+        task = asyncio.ensure_future(work)
+        waiter = asyncio.ensure_future(give_up.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            raise asyncio.TimeoutError
+        return task.result()
+
+    monkeypatch.setattr(service, "BODY_TIMEOUT_S", 3600.0)
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)
     base, s, _ = server
     host, port = base.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
@@ -279,7 +296,8 @@ async def test_a_slow_body_gets_408_and_the_server_keeps_answering(server, monke
     # Health is answered while the slow body still holds its request open (no 408 yet): a
     # server waiting for that body would answer health only after giving up on it.
     assert (await get(s, f"{base}/health"))[0] == 200 and not slow.done()
-    head = await asyncio.wait_for(slow, 60)
+    give_up.set()
+    head = await real_wait_for(slow, 60)
     assert head.startswith(b"HTTP/1.1 408")
     writer.close()
 
@@ -427,24 +445,24 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
             task.cancel()
         for c in clients:
             await c.close()
+        # (running is None once the worker has answered: it has stopped and runs nothing more)
         assert await _until(lambda: service.pending == 0 and service.running is None, 30)
         root = tmp_path / "context_corrosion"
         written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []
-        await asyncio.sleep(1.0)
         probing.clear()
         await prober_done
         return answers, written
 
     try:
         answers, written = asyncio.run(flood())
-        root = tmp_path / "context_corrosion"
-        assert (sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-                if root.exists() else []) == written  # nothing more
     finally:
         probing.clear()
         server.run(runner.cleanup())
         server.close()
         prober.close()
+    root = tmp_path / "context_corrosion"
+    # nothing more, up to the server's shutdown (which stops its worker process)
+    assert (sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []) == written
     assert {a[0] for a in answers} == {503}
     assert all(a[1] is not None and int(a[1]) >= 1 for a in answers)
     assert all(a[2]["field"] == "server" and "busy" in a[2]["error"] for a in answers)
@@ -456,7 +474,12 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
     assert not [n for n in written if "/." in n or n.startswith(".")], written
 
 
-def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only_whole_runs(tmp_path):
+def test_serve_binds_localhost_and_sigterm_stops_it_busy_leaving_only_whole_runs(tmp_path):
+    """SIGTERM during a Monte Carlo stops the work rather than waiting for it: the process exits 0,
+    the experiment's client gets the 503 that says which way it was stopped (at its next trial, or
+    killed after the service's grace period: both bounded by the code, not by the machine's load),
+    fewer trials were written than the Monte Carlo asked for, and every one written is whole."""
+    from scenarios.context_corrosion.service import GRACE_S
     from simcore.base.files import read_run
 
     proc = subprocess.Popen(
@@ -472,21 +495,19 @@ def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only
             async with aiohttp.ClientSession() as s:
                 assert await get(s, f"{url}/health") == (200, {"status": "ok"})
                 assert (await get(s, f"{url}/tasks"))[0] == 200
-                job = asyncio.create_task(s.post(f"{url}/run-monte-carlo", json={"n_trials": 20, "rounds": 1}))
+                job = asyncio.create_task(post(s, f"{url}/run-monte-carlo", {"n_trials": 20, "rounds": 1}))
                 root = tmp_path / "context_corrosion"
                 # wait until the Monte Carlo has written a trial (inside its group), then stop it mid-way
                 assert await _until(lambda: any(not p.name.startswith(".") for p in root.glob("mc-*/trials/*")), 120)
-                t = time.perf_counter()
                 proc.send_signal(signal.SIGTERM)
-                while proc.poll() is None and time.perf_counter() - t < 30:
-                    await asyncio.sleep(0.02)
-                took = time.perf_counter() - t
-                response = await job
-                return took, response.status
+                return await job
 
-        took, status = asyncio.run(busy_then_term())
-        assert proc.returncode == 0 and took < 5.0, took
-        assert status == 503
+        status, body = asyncio.run(busy_then_term())
+        # (a guard against a hang, far above the grace period, not a measure of speed)
+        assert proc.wait(timeout=30 + GRACE_S) == 0
+        assert status == 503 and body["error"] in (
+            "request: cancelled (the client went away, or the server is stopping)",
+            "server: shutting down; the experiment was stopped"), body
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -498,5 +519,6 @@ def test_serve_binds_localhost_and_sigterm_stops_it_busy_within_5_s_leaving_only
     assert [p.name.startswith("mc-") for p in root.iterdir()] == [True]  # the group, stopped: no summary.json
     runs = list(root.glob("mc-*/trials/*"))
     assert runs and not [p for p in runs if p.name.startswith(".")]  # no staging directories
+    assert len(runs) < 2 * 20  # stopped before the end: not every trial of both arms was run
     for run_dir in runs:
         read_run(run_dir)  # every run directory is whole

@@ -8,15 +8,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from scenarios.context_corrosion import SCENARIO
+from simcore.analysis.plots import PLOTS_ENV
 from simcore.base.config import ConfigError
-from simcore.base.files import DamagedFile
+from simcore.base.files import DamagedFile, read_heartbeat
 from simcore.base.records import read_json
 from simcore.cli import main
 from simcore.runs.counterfactual import (
@@ -27,9 +26,24 @@ from simcore.runs.counterfactual import (
     trial_dir,
     trial_seeds,
 )
+from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = SCENARIO.config_type(metrics=False, rounds=1)
+FAST = SCENARIO.config_type(metrics=False, rounds=1, n_peers=2)
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """No comparison plot (0.7 s of matplotlib for each Monte Carlo) where a test reads none."""
+    monkeypatch.setenv(PLOTS_ENV, "none")
+
+
+@pytest.fixture(scope="module")
+def monte_carlo(tmp_path_factory) -> tuple[Path, dict]:
+    """A 3-trial Monte Carlo (its output directory and summary), written beside a run of the user's."""
+    out = tmp_path_factory.mktemp("mc")
+    (out / "context_corrosion" / "my-run").mkdir(parents=True)
+    return out, run_arms(SCENARIO, FAST, 5, n_trials=3, out=out, progress=False)
 
 
 def test_trial_seeds_are_drawn_from_the_run_seed():
@@ -57,14 +71,14 @@ def test_pair_uses_the_run_seed_for_both_arms(tmp_path):
     eb = read_json(b / "experiment.json")["replies"]
     first = {(r["agent"]): r["raw"] for r in ea if r["phase"] == "phase1"}
     second = {(r["agent"]): r["raw"] for r in eb if r["phase"] == "phase1"}
-    assert all(first[p] == second[p] for p in ("P1", "P2", "P3", "P4"))
+    assert all(first[p] == second[p] for p in ("P1", "P2"))
     assert first["D"] != second["D"]
     comp = s["counterfactual_comparison"]["difference_summary"]
     assert comp["statistical_mode"] == "single_trial_delta"
 
 
-def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
-    s = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
+def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(monte_carlo):
+    tmp_path, s = monte_carlo
     assert s["trial_seeds"] == trial_seeds(5, 3)
     root = tmp_path / "context_corrosion"
     group = root / s["experiment_id"]
@@ -83,12 +97,15 @@ def test_monte_carlo_shares_seeds_and_writes_summary_and_csv(tmp_path):
     # the comparison plot is drawn for N >= 2
     assert (group / "plots" / "comparison.png").is_file()
     assert s["statistical_comparison"]["difference_summary"]["paired"] is True
+    # Its heartbeat (what the run browser showed while it ran) says it finished, every trial written.
+    beat = read_heartbeat(group)
+    assert (beat["kind"], beat["state"], beat["written"], beat["total"]) == ("monte_carlo", "finished", 6, 6)
+    assert beat["counterfactual"] == {"field": "biased", "A": True, "B": False}
 
 
-def test_a_groups_trials_sit_inside_its_directory(tmp_path):
+def test_a_groups_trials_sit_inside_its_directory(monte_carlo):
     """The scenario's folder gets one entry per group, however many trials: the user's runs stay theirs."""
-    (tmp_path / "context_corrosion" / "my-run").mkdir(parents=True)
-    s = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
+    tmp_path, s = monte_carlo
     root = tmp_path / "context_corrosion"
     group = root / s["experiment_id"]
     assert sorted(p.name for p in root.iterdir()) == sorted(["my-run", s["experiment_id"]])
@@ -96,7 +113,7 @@ def test_a_groups_trials_sit_inside_its_directory(tmp_path):
     ids = s["run_A_trial_ids"] + s["run_B_trial_ids"]
     assert sorted(p.name for p in (group / TRIALS_DIR).iterdir()) == sorted(ids) and len(ids) == 6
     assert all((trial_dir(group, s, rid) / "manifest.json").is_file() for rid in ids)
-    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", TRIALS_DIR}
+    assert {p.name for p in group.iterdir()} == {"summary.json", "trials.csv", "plots", "heartbeat.json", TRIALS_DIR}
 
 
 def test_trial_dir_finds_trials_of_older_groups_beside_them_and_refuses_paths():
@@ -115,7 +132,7 @@ def test_a_group_that_exists_is_refused_before_any_trial(tmp_path):
     assert list((tmp_path / "context_corrosion" / "mc-taken").iterdir()) == []
 
 
-def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch):
+def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch, no_plots):
     import gc
 
     from simcore.runs import counterfactual
@@ -138,14 +155,14 @@ def test_monte_carlo_does_not_hold_finished_worlds(tmp_path, monkeypatch):
     assert live == [0] and s["n_pairs_compared"] == 4
 
 
-def test_monte_carlo_is_reproducible(tmp_path):
-    one = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "a", progress=False)
-    two = run_arms(SCENARIO, FAST, 5, n_trials=2, out=tmp_path / "b", progress=False)
+def test_monte_carlo_is_reproducible(monte_carlo, tmp_path):
+    one = monte_carlo[1]
+    two = run_arms(SCENARIO, FAST, 5, n_trials=3, out=tmp_path, progress=False)
     drop = ("experiment_id", "run_A_trial_ids", "run_B_trial_ids")
     assert {k: v for k, v in one.items() if k not in drop} == {k: v for k, v in two.items() if k not in drop}
 
 
-def test_generic_compare_for_scenarios_without_their_own(tmp_path):
+def test_generic_compare_for_scenarios_without_their_own(tmp_path, no_plots):
     plain = dataclasses.replace(SCENARIO, compare=None)
     s = run_arms(plain, FAST, 3, n_trials=2, out=tmp_path, progress=False)
     diff = s["statistical_comparison"]["difference_summary"]
@@ -199,11 +216,8 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, messag
 
 
 def test_cli_monte_carlo_json_prints_only_json(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "scenarios.context_corrosion", "--trials", "2", "--rounds", "1",
-         "--n-peers", "2", "--plots", "none", "--seed", "3", "--json", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    proc = run_module("scenarios.context_corrosion", "--trials", "2", "--rounds", "1", "--n-peers", "2",
+                      "--plots", "none", "--seed", "3", "--json", "--out", str(tmp_path), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["mode"] == "monte_carlo" and summary["n_trials"] == 2
@@ -218,7 +232,7 @@ def test_cli_counterfactual_prints_a_table(tmp_path, capsys):
     assert "counterfactual: 1 trial(s) per arm" in out and "summary directory:" in out
 
 
-def test_monte_carlo_trials_count_their_own_calls_and_they_add_up(tmp_path):
+def test_monte_carlo_trials_count_their_own_calls_and_they_add_up(tmp_path, no_plots):
     """Each trial's timings.json holds its own share of the shared backend's work (not
     the running totals), and the shares sum to the totals and to what the server saw."""
     from backends.fake_server import FakeConfig, FakeServer, Fault, Latency
@@ -232,7 +246,7 @@ def test_monte_carlo_trials_count_their_own_calls_and_they_add_up(tmp_path):
         spec = BackendSpec("openai-compatible", "fake-1", base_url=srv.openai_url,
                            options={"backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 8,
                                     "prices": str(prices)})
-        s = run_arms(SCENARIO, FAST.replace(n_peers=2), 5, n_trials=3, spec=spec, out=tmp_path, progress=False)
+        s = run_arms(SCENARIO, FAST, 5, n_trials=3, spec=spec, out=tmp_path, progress=False)
         server = srv.stats()
     assert not s["failed_trials"]
     totals = s["backend"]["providers"]["openai-compatible"]

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import run_module
+from tests.inprocess import run_bash
 from tests.sandbox import REPO, make_sandbox
 
 DOCS = REPO / "docs"
@@ -69,8 +71,12 @@ def output_matches(expected: str, actual: str) -> bool:
 
 
 def run_page(page: Path, workdir: Path, env: dict[str, str] | None = None,
-             python: str = sys.executable) -> dict[str, int]:
-    """Execute ``page``'s blocks in ``workdir``; returns how many blocks of each kind ran."""
+             python: str = sys.executable, in_process: bool = False) -> dict[str, int]:
+    """Execute ``page``'s blocks in ``workdir``; returns how many blocks of each kind ran.
+
+    With ``in_process``, the bash blocks' ``python -m`` commands run in this process
+    (tests/inprocess.py); bash still runs each block as the page gives it.
+    """
     cwd, last_out, written = workdir, None, set()
     counts = {"file": 0, "bash": 0, "python": 0, "toml": 0, "output": 0}
     state = workdir / ".doc-cwd"
@@ -94,8 +100,11 @@ def run_page(page: Path, workdir: Path, env: dict[str, str] | None = None,
                 command = ["bash", "-euo", "pipefail", "-c", script]
             else:
                 command = [python, "-"]
-            res = subprocess.run(command, input=b.code if b.lang == "python" else None, cwd=cwd, env=env,
-                                 capture_output=True, text=True, timeout=300)
+            if b.lang == "bash" and in_process:
+                res = run_bash(command[-1], cwd, env)
+            else:
+                res = subprocess.run(command, input=b.code if b.lang == "python" else None, cwd=cwd, env=env,
+                                     capture_output=True, text=True, timeout=300, check=False)
             assert res.returncode == 0, (f"{where}: exit status {res.returncode}\n--- block\n{b.code}"
                                          f"--- stdout\n{res.stdout}--- stderr\n{res.stderr}")
             if b.lang == "bash":
@@ -122,7 +131,7 @@ def test_the_scenario_api_page_runs(tmp_path):
     import os
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    counts = run_page(DOCS / "scenario-api.md", tmp_path, env)
+    counts = run_page(DOCS / "scenario-api.md", tmp_path, env, in_process=True)
     assert counts["file"] >= 12 and counts["bash"] >= 3 and counts["output"] >= 3
     assert (tmp_path / "runs" / "poll").is_dir() and (tmp_path / "sweep" / "results.csv").is_file()
 
@@ -272,15 +281,14 @@ RERUN_PAGES = ("scenarios/context_corrosion.md", "scenarios/llm_auction.md")
 
 @pytest.mark.parametrize("page", RERUN_PAGES)
 def test_documented_outputs_are_what_the_commands_print_now(page, tmp_path):
-    """Each documented output is rerun (on the stub, no plots, into a temporary directory)
-    and must match: a page cannot show figures that today's code does not give."""
+    """Each documented output is rerun (on the stub, no plots, into a temporary directory, in
+    this process) and must match: a page cannot show figures that today's code does not give."""
     found = rerun_blocks(DOCS / page)
     assert found, f"{page}: no documented output to rerun"
     for command, expected in found:
         argv = shlex.split(command)
         assert argv[:2] == ["python", "-m"], command
-        res = subprocess.run([sys.executable, *argv[1:], "--out", str(tmp_path), "--plots", "none"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
+        res = run_module(*argv[2:], "--out", str(tmp_path), "--plots", "none", cwd=tmp_path)
         assert res.returncode == 0, (command, res.stderr[-2000:])
         assert output_matches(expected, res.stdout), f"{page}: {command}\n--- documented\n{expected}--- now\n{res.stdout}"
 

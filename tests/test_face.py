@@ -142,11 +142,13 @@ def test_options_are_the_commands_flags_checked_by_the_command(tmp_path, capsys)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_bad_field_in_a_script_is_the_commands_line(tmp_path, capsys):
+def test_a_bad_field_in_a_script_is_the_commands_line(tmp_path, capsys, monkeypatch):
     script = ("import simcore\ntry:\n    simcore.simulate('context_corrosion', rounds=-1)\n"
               "except simcore.ConfigError as exc:\n    print(exc)\n")
-    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True)
-    assert said.stdout.strip() == command_error(["--rounds", "-1"], capsys)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(script, "<script>", "exec"), {"__name__": "__main__"})  # as python -c runs it, in this process
+    said = capsys.readouterr().out
+    assert said.strip() == command_error(["--rounds", "-1"], capsys)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -160,6 +162,11 @@ def test_a_monte_carlos_trials_open_as_runs_from_inside_its_directory(tmp_path):
     assert simcore.load(mc.dir).trials.shape[0] == 4
     with pytest.raises(simcore.ConfigError, match="trial"):
         mc.run("C", 0)
+    # repr(): what the notebook view shows, in text: the directory and the comparison table.
+    head, *table = repr(mc).splitlines()
+    assert head == f"Monte Carlo of context_corrosion: {mc.dir}" and "decided by:" in repr(mc)
+    assert any(line.split()[:1] == ["avg_peer_directional_delta"] for line in table)
+    assert repr(run).splitlines()[0] == f"Run of context_corrosion (seed {run.manifest['seed']}): {run.dir}"
 
 
 def test_comparison_rows_come_from_one_adapter_and_a_missing_interval_is_nan():
@@ -212,6 +219,8 @@ for obj in (run, mc, sweep, study, again):
     again_ = simcore.load(obj.dir)
     assert type(again_) is type(obj) and again_.dir == obj.dir
     assert obj._repr_html_().startswith("<div>") and str(obj.dir) in obj._repr_html_()
+    assert repr(obj).splitlines()[0].endswith(f": {obj.dir}") and len(repr(obj).splitlines()) > 1
+assert "perturbation study of context_corrosion" in repr(study) and "sweep " in repr(sweep)
 """,
     """
 COMPARISON = {comparison}

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -36,10 +33,11 @@ from simcore.analysis.embeddings import DIM, EmbeddingStore
 from simcore.base import files as run_files
 from simcore.base.files import DamagedFile
 from simcore.batch import TIMING_COLUMNS, run_sweep
-from simcore.batch.__main__ import main as batch_main
+from simcore.batch.command import main as batch_main
 from simcore.replay import main as replay_main
 from simcore.runs.runner import run_trial, write_run
 from tests.batch_scenarios import FLAKY
+from tests.commands import Ran, run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,18 +176,16 @@ def test_a_manifest_field_error_names_the_file_and_the_field(run_dir: Path, caps
 def test_replay_cli_on_a_truncated_trace_exits_2(run_dir: Path) -> None:
     trace = run_dir / "trace.jsonl"
     trace.write_bytes(truncate(trace.read_bytes()))
-    res = subprocess.run([sys.executable, "-m", "simcore.replay", str(run_dir)], cwd=ROOT,
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = run_module("simcore.replay", str(run_dir), cwd=ROOT)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "trace.jsonl: damaged" in res.stderr
 
 
 # -- a user's cassette (--cassette) -----------------------------------------------------
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2",
-                           "--no-metrics", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+def _cli(*args: str, cwd: Path) -> Ran:
+    return run_module("scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2", "--no-metrics", *args,
+                      cwd=cwd)
 
 
 @pytest.mark.parametrize("how", ["truncate", "random", "schema", "text"])

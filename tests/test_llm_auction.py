@@ -6,8 +6,6 @@ import asyncio
 import json
 import os
 import pickle
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,6 +38,8 @@ from simcore.runs.runner import run_trial, run_trial_async, write_run
 from simcore.sim.agents import LLMAgent
 from simcore.sim.kernel import World
 from simcore.sim.protocols import Bid, open_floor, resolve_auction, sealed_bid_auction
+
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).with_name("golden")
@@ -461,24 +461,13 @@ def test_golden_trace(mechanism):
     assert text == path.read_text(), f"trace differs from {path.name} (SIMCORE_UPDATE_GOLDEN=1 to accept)"
 
 
-def test_same_seed_same_trace_across_processes():
-    code = (
-        "from scenarios.llm_auction import SCENARIO\n"
-        "from scenarios.llm_auction.config import AuctionConfig\n"
-        "from simcore.runs.runner import run_trial\n"
-        "print(run_trial(SCENARIO, AuctionConfig(mechanism='free_discussion', n_agents=5, n_vignettes=2), 9)"
-        ".trace.sha256())\n"
-    )
-    shas = set()
-    for hashseed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": hashseed, "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        shas.add(out.stdout.strip())
+def test_same_seed_same_trace_across_processes(hash_seed_pair):
+    """The same trace here and in an interpreter with another hash seed (tests/shared_runs.py)."""
     in_process = run_trial(
         SCENARIO, AuctionConfig(mechanism="free_discussion", n_agents=5, n_vignettes=2), 9
     ).trace.sha256()
-    assert shas == {in_process}
+    here, there = hash_seed_pair("llm_auction")
+    assert there == here == in_process
     other = run_trial(SCENARIO, AuctionConfig(mechanism="free_discussion", n_agents=5, n_vignettes=2), 10)
     assert other.trace.sha256() != in_process
 
@@ -669,7 +658,7 @@ def test_compare_without_api_key_fails_in_one_line(tmp_path, capsys, monkeypatch
 
 def test_compare_with_one_trial_reports_the_difference_and_tests_nothing(tmp_path, capsys):
     rc = compare_main(["--trials", "1", "--mechanisms", "auction,turn_taking", "--n-agents", "5",
-                       "--n-vignettes", "2", "--out", str(tmp_path)])
+                       "--n-vignettes", "2", "--plots", "none", "--out", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.split()[:2] == ["correctness", "auction"])

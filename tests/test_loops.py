@@ -113,3 +113,18 @@ def test_an_awaited_worker_returns_its_value():
         return await to_thread(lambda a, b: a + b, 2, b=3)
 
     assert asyncio.run(main()) == 5
+
+
+def test_an_interrupt_before_the_worker_reaches_its_work_stops_it_there_and_the_caller_returns():
+    """An interrupt that reached the worker between its start and its work killed the thread
+    before it could say it had finished, and the caller waited for ever (seen under a profiler).
+    Now the worker never starts the work and the caller's wait ends with the thread."""
+    from simcore.base.loops import _Worker
+
+    ran = []
+    worker = _Worker(lambda: ran.append("work"))
+    worker.interrupt()  # before run(): it must not start the work
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and worker.finished.is_set()
+    assert ran == [] and isinstance(worker.error, KeyboardInterrupt)

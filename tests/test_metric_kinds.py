@@ -122,6 +122,12 @@ def test_every_metric_of_every_scenario_declares_its_kind_and_keeps_to_it(name, 
             assert declared is not None and kind_of(scenario.declared_kinds(), name) == declared, name
             column = pd.Series([float(value) if isinstance(value, bool) else value], name=METRIC_PREFIX + name)
             assert _describe(scenario.declared_kinds(), column).kind == declared.name, name
+            # ... and how people read it (the browser's hover and glossary): a label and a
+            # description; a percentage only of a share in [0, 1].
+            info = scenario.metric_of(name)
+            assert info is not None and info.description, name
+            assert not info.percent or (declared.low, declared.high) == (0.0, 1.0), name
+        assert set(scenario.key_metrics()) <= set(metrics) and scenario.key_metrics()
 
 
 def test_a_sweep_reads_likert_means_as_scores_on_1_to_4():

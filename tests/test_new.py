@@ -12,6 +12,7 @@ import pytest
 
 from simcore.base.config import ConfigError
 from simcore.new import create, main, render
+from tests.commands import run_module
 from tests.sandbox import make_sandbox
 
 
@@ -55,8 +56,9 @@ def test_an_existing_target_is_refused_and_left_alone(tmp_path):
 
 
 def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "simcore.new", "demo_study", "--out", str(tmp_path)],
-                         capture_output=True, text=True, check=True).stdout
+    made = run_module("simcore.new", "demo_study", "--out", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    out = made.stdout
     project = tmp_path / "demo_study"
     # It says how to run its tests, whose pytest only the extra brings (the README's first install has none).
     assert f"pip install -e {project}\n" in out and f"pip install -e '{project}[test]'\n" in out
@@ -64,7 +66,16 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     box = make_sandbox(tmp_path / "venv")
     box.run("pip install -q -e '.[test]'", cwd=project)
 
-    run = box.run("python -m simcore.run demo_study --seed 3 --json --out runs", cwd=tmp_path).stdout
+    # The four commands run in one interpreter of the sandbox, each as ``python -m`` runs it
+    # (tests/commands.py), which spares three interpreter starts; the package is the installed one.
+    run, replay, _sweep, cal = sandbox_commands(box, tmp_path, [
+        "simcore.run demo_study --seed 3 --json --out runs",
+        "simcore.replay {run_dir}",
+        # (tests/test_scenario.py checks that a scenario found by name pickles for the process pool)
+        "simcore.batch demo_study --trials 2 --grid n_agents=2,3 --executor serial --out sweep --no-progress --no-plot",
+        # Calibration under the scaffold's null: the planted effect is found under the default only.
+        "simcore.calibrate demo_study --trials 6 --monte-carlos 2 --json --no-progress --out cal",
+    ])
     results = json.loads(run)
     assert results["status"] == "ok" and results["metrics"]["agreement_n"] == 3
     run_dir = Path(results["run_dir"])
@@ -72,18 +83,12 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     manifest = json.loads((tmp_path / run_dir / "manifest.json").read_text())
     assert manifest["scenario"] == "demo_study"
 
-    replay = box.run(f"python -m simcore.replay {run_dir}", cwd=tmp_path).stdout
-    assert replay.strip().endswith("identical")
+    assert replay.strip().endswith("identical to the recorded run")
 
-    # (tests/test_scenario.py checks that a scenario found by name pickles for the process pool)
-    box.run("python -m simcore.batch demo_study --trials 2 --grid n_agents=2,3 --executor serial "
-            "--out sweep --no-progress --no-plot", cwd=tmp_path)
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
     assert summary["n_ok"] == summary["n_planned"] == 8  # 2 cells x 2 arms (leader) x 2 trials
 
-    # Calibration under the scaffold's null: the planted effect is found under the default only.
-    cal = json.loads(box.run("python -m simcore.calibrate demo_study --trials 6 --monte-carlos 2 --json "
-                             "--no-progress --out cal", cwd=tmp_path).stdout)
+    cal = json.loads(cal)
     assert cal["null"]["config"] == {"leader_pull": 0.2}
     assert {m["metric"] for m in cal["metrics"]}, cal
 
@@ -91,3 +96,30 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     box.run(f"python -m pytest -q -p no:cacheprovider {project}", cwd=tmp_path)
     # The shared environment does not know the package.
     assert subprocess.run([sys.executable, "-c", "import demo_study"], capture_output=True).returncode != 0
+
+
+# Runs each command line (``{run_dir}`` filled from the first one's JSON) with run_module; prints
+# their outcomes as JSON, stopping at the first that fails.
+DRIVER = """
+import json, sys
+from tests.commands import run_module
+done = []
+for line in json.loads(sys.argv[1]):
+    if done:
+        line = line.format(run_dir=json.loads(done[0]["stdout"]).get("run_dir", ""))
+    done.append(vars(run_module(*line.split())) | {"command": line})
+    if done[-1]["returncode"] != 0:
+        break
+print(json.dumps(done))
+"""
+
+
+def sandbox_commands(box, cwd: Path, lines: list[str]) -> list[str]:
+    """What ``python -m LINE`` prints for each line, run in one interpreter of the sandbox ``box``."""
+    import shlex
+
+    done = json.loads(box.run(f"python -c {shlex.quote(DRIVER)} {shlex.quote(json.dumps(lines))}", cwd=cwd).stdout)
+    for ran in done:
+        assert ran["returncode"] == 0, f"python -m {ran['command']} exited {ran['returncode']}\n{ran['stderr']}"
+    assert len(done) == len(lines)
+    return [ran["stdout"] for ran in done]

@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +19,6 @@ from backends.registry import BackendSpec
 from backends.stub import StubBackend
 from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
-from scenarios.perturbation.__main__ import main as cli
 from simcore.analysis.stats import proportion_ci
 from simcore.base.config import ConfigError
 from simcore.base.records import read_json
@@ -32,6 +28,7 @@ from simcore.perturbation import (
     run_study,
     run_study_async,
 )
+from simcore.perturbation.command import main as cli
 from simcore.perturbation.operators import Selector
 from simcore.perturbation.pairs import (
     UNAVAILABLE,
@@ -46,7 +43,9 @@ from simcore.replay import replay_async
 from simcore.runs.runner import run_trial, run_trial_async
 from simcore.runs.scenario import load_scenario
 
-CFG = CorrosionConfig(rounds=2, n_peers=2)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
+
+CFG = CorrosionConfig(rounds=2, n_peers=2, metrics=False)  # D, P1, P2: 3 + 2 x 3 + 3 = 12 calls
 CALLS = 12
 SEED = 5
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0}
@@ -259,8 +258,8 @@ async def test_prefix_reuse_pays_only_for_calls_from_the_point(server, tmp_path)
     assert (row["calls_perturbed"], row["reused_calls"], row["live_calls"]) == (11, 6, 5)
     assert server.stats()["requests"] == CALLS + 5
     assert row["applied"] and row["d_norm"] > 0 and row["token_overhead"] != UNAVAILABLE
-    # the perturbed run replays offline from its own cassette
-    out = write_study(study, tmp_path)
+    # the perturbed run replays offline from its own cassette (the study's plots: read by no test here)
+    out = write_study(study, tmp_path, plots=False)
     await server.stop()
     assert (await replay_async(out / "runs" / "context_corrosion" / "pair0-p0")).identical
 
@@ -305,7 +304,7 @@ async def test_unmeasured_noise_floor_on_a_real_backend_warns(server, tmp_path):
     assert res.summary().attrs["warnings"] == res.warnings()
     assert res.summary().loc[0, "n_within_noise_floor"] is None
     assert "WARNING: NOISE FLOOR NOT MEASURED" in format_summary(res)
-    out = write_study(study, tmp_path)
+    out = write_study(study, tmp_path, plots=False)
     assert "> **WARNING:** NOISE FLOOR NOT MEASURED" in (out / "report.md").read_text()
 
 
@@ -363,26 +362,17 @@ def test_the_same_pair_twice_gives_identical_metrics(seed, spec):
     assert pair_once(seed, spec) == pair_once(seed, spec)
 
 
-def test_pair_metrics_do_not_depend_on_the_hash_seed(tmp_path):
-    outs = []
-    for hashseed in ("1", "2"):
-        out = tmp_path / hashseed
-        env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        subprocess.run(
-            [sys.executable, "-m", "scenarios.perturbation", "--scenario", "context_corrosion", "--rounds", "2",
-             "--n-peers", "2", "--no-metrics", "--perturb", "swap:round=1", "--perturb", "inject:agent=P2,round=1,text=y",
-             "--pairs", "2", "--no-plot", "--out", str(out), "--json"],
-            check=True, env=env, capture_output=True, cwd=Path(__file__).parent.parent,
-        )
-        (study,) = (out / "perturbation").iterdir()
-        outs.append((study / "pairs.jsonl").read_text())
-    assert outs[0] == outs[1]
+def test_pair_metrics_do_not_depend_on_the_hash_seed(hash_seed_pair):
+    """The command's pairs here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("perturbation")
+    assert len(here.splitlines()) == 2 * 2  # two pairs of each perturbation
+    assert there == here
 
 
 # -- outcome hooks -----------------------------------------------------------------
 
 @pytest.mark.parametrize("name, fields, check", [
-    ("context_corrosion", {"rounds": 1, "n_peers": 2},
+    ("context_corrosion", {"rounds": 1, "n_peers": 2, "metrics": False},
      lambda o: set(o) == {"D", "P1", "P2"} and all(isinstance(v, str) for v in o.values())),
     ("veil_of_ignorance", {"n_agents": 2, "max_rounds": 2},
      lambda o: set(o) == {"consensus", "principle", "amount"} and isinstance(o["consensus"], bool)),
@@ -444,6 +434,22 @@ def test_summary_table():
     assert any("failed baseline" in w for w in synthetic().warnings())
 
 
+def test_a_studys_readability_is_tested_once(monkeypatch):
+    """summary() needs the readability records and so do its warnings(): one family of tests, run once."""
+    from simcore.analysis import readability
+
+    res = synthetic()
+    res.pairs = res.pairs.assign(replies_perturbed=4, unreadable_perturbed=[0, 1, 2, 0, 0], replies_baseline=4,
+                                 unreadable_baseline=0, unreadable_only_perturbed=[0, 1, 2, 0, 0],
+                                 unreadable_only_baseline=0)
+    calls = []
+    decide = readability.decide
+    monkeypatch.setattr(readability, "decide", lambda *a, **kw: calls.append(1) or decide(*a, **kw))
+    table = res.summary()
+    res.warnings()
+    assert len(calls) == 1 and set(table["readability_test"]) == {"exact McNemar"}
+
+
 def test_report_and_plots(tmp_path):
     res = synthetic()
     res.pairs = res.pairs.assign(seed=1, point_share=0.2, reroutes=0, early_termination=False,
@@ -459,7 +465,7 @@ def test_report_and_plots(tmp_path):
 # -- command line ------------------------------------------------------------------
 
 def test_cli_writes_a_study_that_replays(tmp_path, capsys):
-    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--perturb",
+    rc = cli(["--scenario", "context_corrosion", "--rounds", "2", "--n-peers", "2", "--no-metrics", "--perturb",
               "drop:agent=P1,round=2", "--perturb", "none", "--pairs", "2", "--out", str(tmp_path), "--json",
               "--no-progress"])
     assert rc == 0

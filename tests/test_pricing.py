@@ -72,3 +72,37 @@ def test_a_stub_run_under_a_named_model_costs_what_its_estimate_says():
     assert results["cost_usd"] == pytest.approx(sum(m["cost_usd"] for m in est["by_model"].values()))
     free = run_trial(SCENARIO, cfg, 5, BackendSpec()).results
     assert free["cost_usd"] == 0.0 and free["usage"].keys() == {"stub"}
+
+
+def test_cached_and_reasoning_tokens_cost_their_own_prices_where_an_entry_has_them():
+    table = {"m": {"input": 1.0, "output": 4.0, "cached_input": 0.1, "reasoning": 8.0}}
+    # 600k fresh + 400k cached input; 500k answer + 500k reasoning output
+    assert cost_usd("m", 10**6, 10**6, table, reasoning_tokens=500_000, cached_tokens=400_000) == pytest.approx(
+        0.6 + 0.04 + 2.0 + 4.0)
+    assert cost_usd("gpt-4.1-mini", 10**6, 10**6, TABLE, 10**6, 10**6) == pytest.approx(0.4 + 1.6)
+    out = usage_cost({"m": {"prompt_tokens": 10**6, "completion_tokens": 0, "cached_tokens": 10**6}}, table)
+    assert out["cost_usd"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("entry, field", [({"input": 1, "output": -2}, "m.output"), ({"input": 1, "output": 2,
+                                          "cached": 1}, "m.cached"), ({"input": "1", "output": 2}, "m.input")])
+def test_a_bad_price_is_refused_in_one_line_naming_its_field(tmp_path, entry, field):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"m": entry}))
+    with pytest.raises(ValueError, match=f"prices: {field}:"):
+        load_prices(str(f))
+
+
+def test_a_budget_on_an_unpriced_model_shows_the_prices_line_that_would_price_it():
+    from backends.base import LLMRequest, Message
+    from backends.errors import UnpricedModel
+    from backends.middleware import Ledger
+    from backends.pricing import PriceTable
+
+    ledger = Ledger(PriceTable({}), budget_usd=5)
+    with pytest.raises(UnpricedModel) as refused:
+        ledger.reserve(LLMRequest("openai:gpt-9", (Message("user", "hi"),)))
+    said = str(refused.value)
+    assert "has no price, so --budget-usd cannot be enforced" in said and "\n" not in said
+    assert '{"gpt-9": {"input": <USD per million input tokens>, "output": <USD per million output tokens>}}' in said
+    assert "--prices FILE" in said

@@ -86,7 +86,13 @@ def test_anthropic_body_separates_system_and_forces_a_tool_for_json():
     body = anthropic_body(request(SCHEMA), "claude-x")
     assert body["system"] == "Be brief."
     assert body["messages"] == [{"role": "user", "content": "Vote."}]
-    assert body["max_tokens"] == 64 and body["temperature"] == 0.3 and "seed" not in body
+    # No temperature for a model without a rule: anthropic 2.14.0 no longer lists it (Opus 4.7 and later
+    # refuse it); a rule with its source says which models still take it.
+    assert body["max_tokens"] == 64 and "temperature" not in body and "seed" not in body
+    from backends.models import rule_for
+
+    assert anthropic_body(request(SCHEMA), "claude-sonnet-4-5", rule_for("anthropic", "claude-sonnet-4-5"))[
+        "temperature"] == 0.3
     assert body["tool_choice"] == {"type": "tool", "name": "reply"}
     assert body["tools"][0]["input_schema"]["properties"] == SCHEMA["properties"]
     assert "title" not in body["tools"][0]["input_schema"]

@@ -27,7 +27,7 @@ def test_each_turn_counts_once_under_its_final_reading():
     q.record("vote", BAD, (BAD, BAD))  # and twice
     q.record("vote", SALVAGED)
     c = q.to_dict()["vote"]
-    assert c == {"replies": 5, "json": 3, "label": 1, "prose": 0, "unreadable": 1, "truncated": 2,
+    assert c == {"replies": 5, "json": 3, "label": 1, "prose": 0, "unreadable": 1, "reasoning_cut": 0, "truncated": 2,
                  "salvaged": 1, "reasked": 2, "reask_read": 1, "lowered": 0,
                  "echo": 0, "partial": 0}
     assert sum(c[k] for k in ("json", "label", "prose", "unreadable")) == c["replies"]

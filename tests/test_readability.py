@@ -17,6 +17,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from backends.base import LLMRequest, LLMResponse, Usage
 from backends.stub import sample_schema
+from simcore.analysis.readability import Arm, arm_of
 from simcore.api import LLMAgent, World
 from simcore.base.config import Config, param
 from simcore.replies.schema import choice, text
@@ -99,9 +100,13 @@ def test_a_monte_carlo_whose_arms_differ_in_readability_says_so(tmp_path):
     assert record["mark"] in format_arms(summary)
 
 
-def test_a_sweep_comparison_whose_conditions_differ_in_readability_says_so(tmp_path):
-    from simcore.batch.__main__ import main
+def test_a_sweep_comparison_whose_conditions_differ_in_readability_says_so(tmp_path, monkeypatch):
+    from simcore.batch import report
+    from simcore.batch.command import main
 
+    reads = []
+    read_run = report.read_run
+    monkeypatch.setattr(report, "read_run", lambda *a, **kw: reads.append(a[0]) or read_run(*a, **kw))
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = main(["tests.test_readability:GARBLE", "--trials", "3", "--executor", "serial", "--no-plot",
@@ -111,6 +116,14 @@ def test_a_sweep_comparison_whose_conditions_differ_in_readability_says_so(tmp_p
     record = comparison["readability"]
     assert record["test"] == "exact McNemar" and record["differs"] is True
     assert record["mark"].startswith("arms differ in what could be read (") and record["mark"] in out.getvalue()
+    # The summary read the trials' replies from the sweep's index (ledger.jsonl), no run directory again
+    # (the one read is the first run's, for the kind of a metric the scenario does not declare), and they
+    # are what each run's results.json holds.
+    assert len(reads) == 1
+    ledger = [json.loads(line) for line in (tmp_path / "sweep" / "ledger.jsonl").read_text().splitlines()]
+    for row in ledger:
+        results = json.loads((tmp_path / "sweep" / row["run_dir"] / "results.json").read_text())
+        assert Arm(**row["readability"]) == arm_of(results)
 
 
 def test_arms_that_read_alike_carry_no_mark(tmp_path):

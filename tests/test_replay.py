@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.replay import main as replay_main
 from simcore.runs.runner import run_trial, write_run
+from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +29,7 @@ def test_replay_identical(tmp_path, capsys):
     assert replay_main([str(run_dir)]) == 0
     out = capsys.readouterr().out.strip()
     recorded = json.loads((run_dir / "manifest.json").read_text())["trace_sha256"]
-    assert out == f"{recorded} identical"
+    assert out == f"trace sha256 {recorded} identical to the recorded run"
 
 
 @settings(max_examples=5, deadline=None)
@@ -66,7 +65,7 @@ def test_replay_detects_a_trace_that_its_manifest_vouches_for_but_does_not_repla
     _rewrite_trace(run_dir, _tampered(run_dir), vouch=True)
     assert replay_main([str(run_dir)]) == 1
     out = capsys.readouterr().out
-    assert "differs from recorded" in out and "first difference at event 7" in out
+    assert "differs from the recorded run's" in out and "first difference at event 7" in out
 
 
 @pytest.mark.parametrize("damage", ["edited", "truncated", "emptied"])
@@ -86,11 +85,9 @@ def test_a_damaged_recorded_trace_is_reported_as_damaged_not_as_a_difference(tmp
 
 def test_replay_cli_exit_codes(tmp_path):
     run_dir = record(tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "simcore.replay", str(run_dir)], cwd=ROOT,
-                        capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout.strip().endswith("identical")
-    bad = subprocess.run([sys.executable, "-m", "simcore.replay", str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    ok = run_module("simcore.replay", str(run_dir), cwd=ROOT)
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("identical to the recorded run")
+    bad = run_module("simcore.replay", str(tmp_path), cwd=ROOT)
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1
 
@@ -108,7 +105,7 @@ def test_replay_compares_traces_without_the_analysis_unless_asked(tmp_path, caps
     monkeypatch.setattr("simcore.replay.load_scenario", lambda name: dataclasses.replace(SCENARIO, analyze=counting))
     assert replay_main([str(run_dir)]) == 0 and calls == []
     assert replay_main([str(run_dir), "--analysis"]) == 0 and len(calls) == 1
-    assert capsys.readouterr().out.count("identical") == 2
+    assert capsys.readouterr().out.count("identical to the recorded run") == 2
 
 
 def test_replay_with_the_analysis_compares_its_metrics_with_the_recorded_ones(tmp_path, capsys, monkeypatch):

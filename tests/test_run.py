@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from simcore.run import main, run_scenario
+from tests.commands import run_module
 
 
 def test_a_misspelt_name_is_one_line_listing_the_scenarios():
-    res = subprocess.run([sys.executable, "-m", "simcore.run", "contxt_corrosion"],
-                         capture_output=True, text=True, timeout=120)
+    res = run_module("simcore.run", "contxt_corrosion")
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: scenario: unknown scenario 'contxt_corrosion' (tried built-in "

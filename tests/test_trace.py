@@ -6,8 +6,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +28,7 @@ from simcore.sim.trace import (
     event_line,
     streams,
 )
+from tests.commands import run_module
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -138,11 +137,9 @@ def test_failed_trial_leaves_no_trace_file(tmp_path):
 
 def test_cli_trace_flag(tmp_path):
     def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2",
-             "--out", str(tmp_path), *args],
-            capture_output=True, text=True,
-        )
+        # (no plots: the trace is what is compared, and the figures cost more than the runs)
+        return run_module("scenarios.context_corrosion", "--rounds", "1", "--n-peers", "2", "--plots", "none",
+                          "--out", str(tmp_path), *args)
 
     bad = cli("--trace", "disk")
     assert bad.returncode == 2 and "--trace" in bad.stderr and "stream" in bad.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,8 @@ from simcore.replay import replay_async
 from simcore.replies.reading import read_reply
 from simcore.runs.runner import run_trial, run_trial_async, write_run
 from simcore.sim.protocols import decision_rule
+
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "scenarios" / "veil_of_ignorance" / "configs"
@@ -320,21 +320,10 @@ def test_same_seed_same_trace(seed, memory):
     assert a.results["metrics"] == b.results["metrics"]
 
 
-def test_trace_identical_across_processes_and_hash_seeds():
-    code = (
-        "from scenarios.veil_of_ignorance import SCENARIO as S; from simcore.runs.runner import run_trial; "
-        "print(run_trial(S, S.config_type.from_mapping({'memory': 'decomposed', 'max_rounds': 3}), 5)"
-        ".trace.sha256())"
-    )
-    shas = {
-        subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
-            env={**os.environ, "PYTHONHASHSEED": h},
-        ).stdout.strip()
-        for h in ("0", "12345")
-    }
-    assert len(shas) == 1
-    assert shas == {trial(5, memory="decomposed", max_rounds=3).trace.sha256()}
+def test_trace_identical_across_processes_and_hash_seeds(hash_seed_pair):
+    """The same trace here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("veil_of_ignorance")
+    assert there == here == trial(5, memory="decomposed", max_rounds=3).trace.sha256()
 
 
 def test_replay_reproduces_a_written_run(tmp_path):

@@ -1,22 +1,29 @@
 """The run browser (simcore.view): routes through aiohttp's test client, pages in headless Chromium.
 
-Runs are made once per session in a temporary RUNS_DIR, on the stub with metrics off:
-a run with a cassette (so its prompts are recorded), a shorter run to compare it with,
-a Monte Carlo group, a sweep, a perturbation study, a damaged run and links that lead
-outside RUNS_DIR. Browser tests are marked ``browser`` and skip, saying why, where
-Chromium, chromedriver or selenium is missing.
+Runs are made once per session in a temporary RUNS_DIR, on the stub, each the smallest
+that shows its page: a run with a cassette (so its prompts are recorded), a shorter run
+to compare it with, one run of every other scenario, a Monte Carlo group, a sweep, a
+mechanism comparison, a perturbation study, a damaged run, links that lead outside
+RUNS_DIR, and, from copies of the sweep and the group with a heartbeat written here, a
+sweep and a group still running and a sweep that stopped. The app judges heartbeats by
+:data:`CLOCK`, the tests' own clock, so nothing waits on the wall clock. Browser tests
+are marked ``browser``, share one Chromium, and skip, saying why, where Chromium,
+chromedriver or selenium is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
 import socket
+import sys
 import threading
 import time
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -24,10 +31,27 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from markupsafe import escape
 
-from simcore.view.app import make_app
+from simcore.view.app import _breakable, make_app
 from simcore.view.paths import BadId, resolve_id, split_id
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+#: The clock the app judges heartbeats by (seconds since the epoch); tests move it.
+CLOCK = [2_000_000_000.0]
+
+
+def _clock() -> float:
+    return CLOCK[0]
+
+
+def write_heartbeat(directory: Path, written: int, total: int, *, beat: float, last_trial: float | None,
+                    started: float, kind: str = "sweep", **about) -> None:
+    """A heartbeat as a running sweep or group writes it (simcore.base.heartbeat), at chosen times."""
+    import json
+
+    (directory / "heartbeat.json").write_text(json.dumps({
+        **about, "kind": kind, "state": "running", "pid": 1, "started": started, "beat": beat, "beat_s": 10.0,
+        "last_trial": last_trial, "total": total, "written": written, "failed": 0, "written_at_start": 0}))
 
 
 def _quiet(fn, *args):
@@ -45,7 +69,7 @@ def _one(root: Path, pattern: str) -> str:
 def runs(tmp_path_factory):
     """A RUNS_DIR with one of each kind of entry, and the ids of what is in it."""
     from scenarios.context_corrosion import SCENARIO
-    from simcore.batch.__main__ import main as batch_main
+    from simcore.batch.command import main as batch_main
     from simcore.perturbation import run_study, write_study
     from simcore.run import run_scenario
 
@@ -75,6 +99,32 @@ def runs(tmp_path_factory):
     cfg = SCENARIO.config_type(rounds=2, metrics=False)
     study = _quiet(run_study, SCENARIO, cfg, ["drop:agent=P1,round=2"])
     ids["study"] = _quiet(write_study, study, root, None, True).relative_to(root).as_posix()
+    # One run of every other scenario, the smallest that has its key metrics.
+    for name, flags in (("veil_of_ignorance", ["--max-rounds", "1"]),
+                        ("acausal_cooperation", ["--n-agents", "2", "--rounds", "2", "--no-embeddings"]),
+                        ("llm_auction", ["--n-agents", "5", "--n-vignettes", "1"])):
+        assert _quiet(run_scenario, name, ["--seed", "5", *flags, "--out", str(root / "each")]) == 0
+        ids[name] = _one(root, f"each/{name}/*-s5-*")
+    # A sweep still running (4 of 8 trials written, the last a moment ago) and one whose process
+    # stopped two minutes ago; a Monte Carlo still running, one trial of each arm written.
+    now = CLOCK[0]
+    for name, beat in (("live", now - 1), ("stopped", now - 120)):
+        copy = root / "sweeps" / name
+        shutil.copytree(root / ids["sweep"], copy)
+        for done in ("summary.json", "summary.csv", "results.csv", "results.parquet"):
+            (copy / done).unlink(missing_ok=True)
+        ledger = copy / "ledger.jsonl"
+        ledger.write_bytes(b"".join(ledger.read_bytes().splitlines(keepends=True)[:2]))
+        write_heartbeat(copy, 2, 4, beat=beat, last_trial=beat, started=beat - 20, scenario="context_corrosion")
+        ids[f"{name}_sweep"] = f"sweeps/{name}"
+    group = root / ids["group"]
+    running = root / "mc" / "context_corrosion" / "mc-20990101T000000-s9-aaaaaa"
+    for arm in "AB":
+        trial = next((group / "trials").glob(f"*-{arm}0"))
+        shutil.copytree(trial, running / "trials" / f"{running.name}-{arm}0")
+    write_heartbeat(running, 2, 4, beat=now - 2, last_trial=now - 2, started=now - 12, kind="monte_carlo",
+                    scenario="context_corrosion", seed=9, counterfactual={"field": "biased", "A": True, "B": False})
+    ids["running_group"] = running.relative_to(root).as_posix()
     # A damaged run: the trace cut short.
     damaged = root / "damaged" / "cut-run"
     shutil.copytree(root / ids["short"], damaged)
@@ -106,7 +156,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 @contextlib.asynccontextmanager
 async def client_for(root: Path):
-    client = TestClient(TestServer(make_app(root)))
+    client = TestClient(TestServer(make_app(root, clock=_clock)))
     await client.start_server()
     try:
         yield client
@@ -220,17 +270,14 @@ def test_a_run_without_a_cassette_says_it_recorded_no_prompts(runs):
 
 
 def test_breakable_text_wraps_only_after_separators_and_stays_escaped():
-    from simcore.view.app import _breakable
-
     assert str(_breakable("mc/context_corrosion/mc-1.2")) == "mc/<wbr>context_<wbr>corrosion/<wbr>mc-<wbr>1.<wbr>2"
     assert str(_breakable("<b>_x")) == "&lt;b&gt;_<wbr>x"
 
 
 def test_the_index_shows_each_key_metric_by_name_and_value(runs):
-    from simcore.view.app import _num
     from simcore.view.catalog import Catalog
 
-    root, ids = runs
+    root, _ = runs
     [(status, html)] = get(root, "/")
     assert status == 200 and "ellipsis" not in html
     entries = {e.id: e for e in Catalog(root).scan()}
@@ -240,13 +287,36 @@ def test_the_index_shows_each_key_metric_by_name_and_value(runs):
         cell = row.split('class="metrics">', 1)[1].split("</td>", 1)[0]
         pairs = re.findall(r'<dt>(.*?)</dt><dd><span class="v">(.*?)</span>', cell)
         assert [(n.replace("<wbr>", ""), v) for n, v in pairs] == [
-            (str(escape(k)), _num(v)) for k, v in entries[eid].metrics.items()], eid
+            (str(escape(f.name.label)), str(escape(f.text))) for f in entries[eid].figures], eid
         shown += len(pairs)
     assert shown >= 10
 
 
+def test_the_key_metrics_are_the_ones_the_scenario_declares(runs):
+    """A run's key figures are its scenario's declared key metrics, in their order, by their labels and
+    in their units (not the first metrics by name)."""
+    from simcore.base.files import read_record
+    from simcore.runs.scenario import load_scenario
+    from simcore.view.catalog import Catalog
+
+    root, ids = runs
+    entries = {e.id: e for e in Catalog(root).scan()}
+    for name in ("veil_of_ignorance", "acausal_cooperation", "llm_auction"):
+        scenario = load_scenario(name)
+        metrics = read_record(root / ids[name] / "results.json")["metrics"]
+        figures = entries[ids[name]].figures
+        assert [f.name.name for f in figures] == [k for k in scenario.key_metrics() if k in metrics] != []
+        assert [f.name.label for f in figures] == [scenario.metric_of(f.name.name).label for f in figures]
+    veil = {f.name.name: f.text for f in entries[ids["veil_of_ignorance"]].figures}
+    amount = read_record(root / ids["veil_of_ignorance"] / "results.json")["metrics"]["chosen_amount"]
+    assert veil["chosen_amount"] == ("-" if amount is None else f"${amount:,}")
+    assert veil["consensus_reached"] in ("yes", "no")
+    assert entries[ids["llm_auction"]].figures[0].text.endswith("%")  # correctness, declared a percentage
+
+
 def test_monte_carlo_and_comparison_rows_show_backend_cost_and_their_result(runs):
     from simcore.base.files import read_record
+    from simcore.runs.scenario import load_scenario
     from simcore.view.catalog import Catalog
 
     root, ids = runs
@@ -255,9 +325,13 @@ def test_monte_carlo_and_comparison_rows_show_backend_cost_and_their_result(runs
     assert (group.backend, group.models, group.cost_usd) == ("stub", ["stub"], 0.0)
     diffs = read_record(root / ids["group"] / "summary.json")["statistical_comparison"]["difference_summary"]
     compared = {k: d for k, d in diffs.items() if isinstance(d, dict) and "delta_mean" in d}
-    assert group.metrics and all(group.metrics[k] == compared[k.removeprefix("Δ ")]["delta_mean"] for k in group.metrics)
-    assert group.verdicts == {k: "significant" if compared[k.removeprefix("Δ ")]["significant"] else "not significant"
-                              for k in group.metrics}
+    # The group's key figures: the differences A - B of its scenario's declared key metrics, in their order.
+    keys = [k for k in load_scenario("context_corrosion").key_metrics() if k in compared]
+    assert [f.name.name for f in group.figures] == keys and keys
+    assert all(f.name.label.startswith("Δ ") and f.value == pytest.approx(compared[f.name.name]["delta_mean"], abs=1e-9)
+               for f in group.figures)
+    assert [f.verdict for f in group.figures] == [
+        "significant" if compared[k]["significant"] else "not significant" for k in keys]
     n = sum(d["significant"] for d in compared.values())
     assert group.note.endswith(f"; {n} of {len(compared)} metrics significant")
     assert (comparison.backend, comparison.models, comparison.cost_usd) == ("stub", ["stub"], 0.0)
@@ -327,7 +401,7 @@ def test_plot_captions_say_nothing_unless_a_manifest_fails_to_vouch(runs, tmp_pa
     # (the sweep's plots are drawn and captioned as a group's are; the fixture's sweep has none)
     for status, page in get(root, f"/group/{ids['group']}", f"/study/{ids['study']}", f"/comparison/{ids['comparison']}"):
         plots = page.split('id="plots"', 1)[1].split("</section>", 1)[0]
-        captions = re.findall(r"<figcaption>(.*?)</figcaption>", plots)
+        captions = [c.replace("<wbr>", "") for c in re.findall(r"<figcaption>(.*?)</figcaption>", plots)]
         assert status == 200 and captions and all(c.endswith(".png") for c in captions), captions
     # A run written before manifests recorded hashes, and a plot added to a run after it was written.
     old = tmp_path / "runs" / "old-run"
@@ -335,7 +409,7 @@ def test_plot_captions_say_nothing_unless_a_manifest_fails_to_vouch(runs, tmp_pa
     (old / "plots").mkdir(exist_ok=True)
     shutil.copy(next((root / ids["group"] / "plots").glob("*.png")), old / "plots" / "added.png")
     (status, page), (plot, body) = get(tmp_path / "runs", "/run/old-run", "/plot/old-run?name=plots/added.png")
-    assert status == 200 and "<figcaption>plots/added.png <span class=\"muted\">(damaged: not among the files" in page
+    assert status == 200 and "added.png <span class=\"muted\">(damaged: not among the files" in page.replace("<wbr>", "")
     assert plot == 422 and body.endswith("added.png: is not among the files that manifest.json records")
     manifest = json.loads((old / "manifest.json").read_text())
     del manifest["files"]
@@ -428,16 +502,21 @@ def test_an_auction_comparison_is_listed_and_shown_not_called_damaged(runs):
     [(status, page)] = get(root, f"/comparison/{ids['comparison']}")
     assert status == 200 and "Mechanism comparison of llm_auction" in page
     for mechanism in ("auction", "free_discussion", "turn_taking"):
-        assert f"<td>{mechanism}</td>" in page
-    assert "adjusted p" in page and "p adjusted: Holm across" in page and "correctness_by_mechanism.png" in page
+        assert f"<td>{_breakable(mechanism)}</td>" in page
+    assert "adjusted p: Holm across" in page and "correctness_by_mechanism.png" in page
+    # Spend and charged cost per vignette are both shown, each named and explained.
+    assert "spend per vignette" in page and "charged per vignette" in page and "charge_baselines is off" in page
     # The installed calibration's confound marks every row of a confounded metric that involves
-    # the auction (its cause), auction - turn_taking too, and no row between the other two.
-    table = page.split('class="sortable kv comparison"')[1].split("<tbody>")[1].split("</tbody>")[0]
-    for row in table.split("<tr>")[1:]:
-        cells = re.findall(r"<td>([^<]*)</td>", row)
+    # the auction (its cause), auction - turn_taking too, and no row between the other two: said
+    # once under the table, each row marked with its note.
+    table = page.split('id="pairs-table"')[1].split("<tbody>")[1].split("</tbody>")[0]
+    notes = dict(re.findall(r'<li id="pairs-table-note-(\d+)">([^<]*)', page))
+    for row in table.split("<tr")[1:]:
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         a, b, metric = cells[:3]
-        confounded = metric in ("cost_per_vignette", "participation", "mean_reward")
-        assert ("confounded under the null" in row) == (confounded and "auction" in (a, b)), row
+        marks = re.findall(r'href="#pairs-table-note-(\d+)"', row.split("</td>")[-2])
+        confounded = any(notes[k].startswith("confounded under the null") for k in marks)
+        assert confounded == (metric in ("cost_per_vignette", "participation", "mean_reward") and "auction" in (a, b)), row
     assert get(root, f"/run/{ids['comparison']}")[0][0] == 404  # not a run
 
 
@@ -448,13 +527,14 @@ def test_group_and_sweep_pages(runs):
     assert gs == ss == rs == 200
     assert group.count("/compare?a=") == 2 and "Trials" in group
     # one family, one adjusted p per row, the test named, each interval at its Holm step's level,
-    # and where two pairs cannot reach it, no interval but the reason
-    assert ("p adjusted: Holm across 6 metrics; intervals at 99.17%, each at the level of the Holm step that "
+    # and where two pairs cannot reach it, no interval but the reason, said once under each table
+    assert ("adjusted p: Holm across 6 metrics; intervals at 99.17%, each at the level of the Holm step that "
             "decided its row") in group
-    assert "no interval: 2 pairs cannot reach 99.17% (8 pairs can)" in group
+    tables = group.count('class="sortable comparison sticky"')
+    assert tables == 2 and group.count("no interval: 2 pairs cannot reach 99.17% (8 pairs can)") == tables
     assert "<td>exact sign-flip</td>" in group and "decided by: paired test chosen by each metric" in group
     assert "bootstrap percentile" in group  # each arm's aggregates name their interval
-    assert 'data-key="rounds"' in sweep and "Summary" in sweep
+    assert 'data-key="rounds"' in sweep and "4 trials planned, 4 ok" in sweep
     assert rows.count("<tr ") == 4 and 'data-k-rounds="1"' in rows and 'data-k-rounds="2"' in rows
 
 
@@ -499,7 +579,7 @@ def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
     rows = _rows(html)
     # No trial is a row of its own; each is in its group's nested table, labelled by its condition.
     assert not [r for r in rows for t in trials if f'/{t}"' in r.split("</td>", 2)[1]]
-    group = html.split(f'href="/group/{ids["group"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
+    group = html.split(f'href="/group/{ids["group"]}"', 1)[1].split('<tr data-k-kind=', 1)[0].replace("<wbr>", "")
     assert '<details class="trials">' in group and "<details class=\"trials\" open" not in group
     for t in trials:
         assert f'href="/run/{t}"' in group
@@ -507,7 +587,7 @@ def test_the_index_nests_monte_carlo_and_sweep_trials_under_their_group(runs):
     group_row = next(r for r in rows if f'href="/group/{ids["group"]}"' in r)
     n = int(re.search(r"(\d+) replies", group_row).group(1))
     assert n == sum(c["replies"] for arm in summary["parse_quality"].values() for c in arm.values()) > 0
-    sweep = html.split(f'href="/sweep/{ids["sweep"]}"', 1)[1].split('<tr data-k-kind=', 1)[0]
+    sweep = html.split(f'href="/sweep/{ids["sweep"]}"', 1)[1].split('<tr data-k-kind=', 1)[0].replace("<wbr>", "")
     assert sweep.count("/run/sweeps/s1/") == 4 and "rounds=1, biased=true #0" in sweep
 
 
@@ -561,17 +641,286 @@ def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
     live = tmp_path / "runs" / "live"
     shutil.copytree(root / ids["sweep"], live)
     (live / "summary.json").unlink()
+    (live / "heartbeat.json").unlink()  # a sweep written before sweeps kept one
     ledger = live / "ledger.jsonl"
     lines = ledger.read_bytes().splitlines(keepends=True)
     ledger.write_bytes(lines[0] + lines[1][:40])  # the second line is still being written
     (s1, index), (s2, page), (s3, rows) = get(tmp_path / "runs", "/", "/sweep/live", "/sweep-rows/live")
     assert s1 == s2 == s3 == 200
     assert "running or stopped" in index and "1 of 4 trials written" in index
-    assert "No summary yet" in page and 'data-refresh="/sweep-rows/live"' in page
+    assert "No heartbeat: written before sweeps and Monte Carlos recorded one" in page
+    assert 'data-refresh="/sweep-rows/live"' in page
     assert rows.count("<tr ") == 1
     ledger.write_bytes(b"".join(lines))
     [(_, rows)] = get(tmp_path / "runs", "/sweep-rows/live")
     assert rows.count("<tr ") == 4
+
+
+# -- what each page says first -------------------------------------------------------------------
+
+def _section(html: str, sid: str) -> str:
+    """The section (or box) of a page with id ``sid``, or ''."""
+    m = re.search(rf'<(section|div)[^>]* id="{sid}"', html)
+    return html[m.start():].split("</section>" if m.group(1) == "section" else "</div>", 1)[0] if m else ""
+
+
+def _headline_text(html: str) -> str:
+    pre = re.search(r'<section class="headline" id="headline"[^>]*>\s*<pre>(.*?)</pre>', html, re.S)
+    return unescape(pre.group(1)) if pre else ""
+
+
+def expected_headlines(root: Path, ids: dict[str, str]) -> dict[str, str]:
+    """Each page's headline, as its command prints it: from the same functions, on the same files."""
+    from scenarios.llm_auction.compare import headline as comparison_headline
+    from simcore.base.files import read_comparison, read_manifest, read_record, read_results
+    from simcore.batch.report import headline as sweep_headline
+    from simcore.cli import arms_headline, run_lines
+    from simcore.perturbation.results import PerturbationResults
+    from simcore.perturbation.study import calls_line, study_title
+    from simcore.runs.scenario import load_scenario
+
+    expected = {}
+    for key in ("cassette", "veil_of_ignorance", "acausal_cooperation", "llm_auction"):
+        path = root / ids[key]
+        results = read_results(path, read_manifest(path))
+        expected[f"/run/{ids[key]}"] = "\n".join(run_lines(load_scenario(results["scenario"]), results))
+    expected[f"/group/{ids['group']}"] = "\n".join(arms_headline(read_record(root / ids["group"] / "summary.json")))
+    expected[f"/sweep/{ids['sweep']}"] = sweep_headline(read_record(root / ids["sweep"] / "summary.json"))
+    study = read_record(root / ids["study"] / "study.json")
+    expected[f"/study/{ids['study']}"] = "\n".join(
+        [*study_title(PerturbationResults.load(root / ids["study"])), calls_line(study["calls"])])
+    expected[f"/comparison/{ids['comparison']}"] = comparison_headline(read_comparison(root / ids["comparison"])[1])
+    return expected
+
+
+def test_every_page_opens_with_what_its_command_printed(runs):
+    """The run, group, sweep, study and comparison pages open with the summary their command printed,
+    from the same functions, before anything else of theirs."""
+    root, ids = runs
+    expected = expected_headlines(root, ids)
+    pages = dict(zip(expected, get(root, *expected)))
+    for url, text in expected.items():
+        status, html = pages[url]
+        assert status == 200 and _headline_text(html) == text, url
+        # first: nothing of the entry's own comes before it but its title and facts
+        assert html.index('id="headline"') < min(html.index(x) for x in ('id="keys"', "</main>") if x in html), url
+    # A run of a scenario that is not installed here still shows, saying why its summary is missing.
+    odd = root.parent / "odd-runs"
+    shutil.copytree(root / ids["short"], odd / "r")
+    manifest = json.loads((odd / "r" / "manifest.json").read_text())
+    (odd / "r" / "manifest.json").write_text(json.dumps({**manifest, "scenario": "not_installed_here"}))
+    [(status, html)] = get(odd, "/run/r")
+    assert status == 200 and "scenario &#39;not_installed_here&#39; is not installed here" in html
+
+
+def test_every_page_shows_the_scenarios_key_metrics_after_its_headline(runs):
+    from simcore.runs.scenario import load_scenario
+
+    root, ids = runs
+    for key in ("veil_of_ignorance", "acausal_cooperation", "llm_auction", "cassette"):
+        [(_, html)] = get(root, f"/run/{ids[key]}")
+        labels = re.findall(r'<dt><a class="m"[^>]*>(.*?)</a></dt>', _section(html, "keys"))
+        scenario = load_scenario(key if key != "cassette" else "context_corrosion")
+        metrics = json.loads((root / ids[key] / "results.json").read_text())["metrics"]
+        assert [unescape(x.replace("<wbr>", "")) for x in labels] == [
+            scenario.metric_of(k).label for k in scenario.key_metrics() if k in metrics] and labels
+    [(_, group)] = get(root, f"/group/{ids['group']}")
+    keys = _section(group, "keys")
+    for k in load_scenario("context_corrosion").key_metrics()[:4]:
+        assert load_scenario("context_corrosion").metric_of(k).label in unescape(keys.replace("<wbr>", "")), k
+    [(_, comparison)] = get(root, f"/comparison/{ids['comparison']}")
+    heads = unescape(_section(comparison, "keys").replace("<wbr>", ""))
+    assert all(load_scenario("llm_auction").metric_of(k).label in heads for k in load_scenario("llm_auction").key_metrics())
+    [(_, study)] = get(root, f"/study/{ids['study']}")
+    assert all(x in _section(study, "keys") for x in ("mean d_norm", "mean t*_norm", "answer changed", "token ratio"))
+
+
+def test_numbers_print_by_their_kind_one_resolution_per_column():
+    from simcore.analysis.glossary import Metric
+    from simcore.analysis.metric_kinds import count, proportion
+    from simcore.view.numbers import format_for, p_text
+
+    money, share = Metric("m", unit="USD"), Metric("s", percent=True)
+    assert [format_for([v], money).text(v) for v in (12000, 25666.667, 0.911)] == ["$12,000", "$25,667", "$0.911"]
+    assert format_for([0.0, 0.0], money).text(0.0) == "$0.00" and format_for([-0.015], money).text(-0.015) == "-$0.0150"
+    assert format_for([0.822], share).text(0.822) == "82.2%" and format_for([0.5], share).diff(1 / 6) == "+16.7 pp"
+    assert format_for([0.5], share).interval(0.1, 0.5) == "[+10.0, +50.0] pp"
+    # One resolution for the whole column: no 3.39e-04 among three-decimal figures.
+    column = format_for([3.39e-4, 0.5, 0.123])
+    assert [column.text(v) for v in (3.39e-4, 0.5, 0.123)] == ["0.000", "0.500", "0.123"]
+    assert format_for([264.25], Metric("t", unit="s")).text(264.25) == "264 s"
+    assert format_for([4, 12], None, count()).text(1234) == "1,234"
+    assert format_for([True]).text(True) == "yes" and format_for([None]).text(None) == "-"
+    assert format_for([0.0, 1.0], None, proportion(), trials=True).text(1.0) == "yes"  # a ledger's outcome
+    assert format_for([0.0, 1.0], None, proportion()).text(1.0) == "1.00"  # a mean is a number
+    assert format_for([-0.0]).text(-0.0) == "0.000" and format_for([-1e-9, 0.5]).diff(-1e-9) == "+0.000"
+    assert (p_text(0.0004), p_text(0.5), p_text(None)) == ("<0.001", "0.500", "-")
+    assert format_for([0.1]).interval(None, 0.2) == "n/a" and format_for([0.1]).span(None, 1) == ""
+
+
+# -- links, downloads ------------------------------------------------------------------------------
+
+def _crumbs(html: str) -> list[tuple[str | None, str]]:
+    nav = html.split('<nav class="crumbs"', 1)[1].split("</nav>", 1)[0]
+    return [(href or None, text.replace("<wbr>", "")) for href, text in
+            re.findall(r'(?:<a href="([^"]*)"[^>]*>|<span class="here">)(.*?)</(?:a|span)>', nav)]
+
+
+def test_every_page_reaches_its_parents_by_links(runs):
+    from simcore.base.files import read_record
+    from simcore.runs.counterfactual import trial_dir
+
+    root, ids = runs
+    summary = read_record(root / ids["group"] / "summary.json")
+    trial = trial_dir(ids["group"], summary, summary["run_A_trial_ids"][0]).as_posix()
+    sweep_trial = next(p for p in (root / ids["sweep"] / "context_corrosion").iterdir()).relative_to(root).as_posix()
+    study_run = f"{ids['study']}/runs/context_corrosion/pair0-p0"
+    cases = {f"/run/{trial}": f"/group/{ids['group']}", f"/run/{sweep_trial}": f"/sweep/{ids['sweep']}",
+             f"/run/{study_run}": f"/study/{ids['study']}", f"/group/{ids['group']}": "/?q=mc/context_corrosion/",
+             f"/sweep/{ids['sweep']}": "/?q=sweeps/", f"/comparison/{ids['comparison']}": "/?q=cmp/llm_auction/",
+             f"/run/{ids['veil_of_ignorance']}": "/?q=each/veil_of_ignorance/", "/glossary": "/"}
+    for (url, parent), (status, html) in zip(cases.items(), get(root, *cases)):
+        crumbs = _crumbs(html)
+        assert status == 200 and crumbs[0] == ("/", "simcore runs"), url
+        assert parent in [h for h, _ in crumbs], (url, crumbs)
+        assert crumbs[-1][0] is None  # the page itself, not a link
+    # A crumb that names no entry filters the runs table by its path.
+    [(_, index)] = get(root, "/?q=mc/context_corrosion/")
+    assert 'value="mc/context_corrosion/"' in index
+
+
+def test_the_index_picks_two_runs_to_compare(runs):
+    root, ids = runs
+    [(_, index)] = get(root, "/")
+    picks = re.findall(r'<input type="checkbox" class="pick" form="pick" name="run" value="([^"]+)"', index)
+    assert ids["cassette"] in picks and ids["short"] in picks and ids["group"] not in picks  # runs only
+    assert '<form class="controls" id="pick" action="/compare" method="get">' in index
+    (status, html), (bad, why) = get(root, f"/compare?run={ids['cassette']}&run={ids['short']}", f"/compare?run={ids['short']}")
+    assert status == 200 and "Distance shown" in html
+    assert bad == 400 and "pick exactly two runs to compare, got 1" in why
+
+
+def test_a_perturbed_runs_transcript_marks_where_the_perturbation_acted(runs):
+    from simcore.base.files import read_manifest, read_results
+
+    root, ids = runs
+    run = f"{ids['study']}/runs/context_corrosion/pair0-p0"
+    point = read_results(root / run, read_manifest(root / run))["perturbation"]["point"]
+    (status, html), (_, small) = get(root, f"/run/{run}", f"/run/{run}?size=10")
+    assert status == 200 and "drop acted on P1&#39;s turn" in html
+    # The mark stands just before the event at which it acted, and the banner links to its page.
+    assert re.search(rf'id="perturbation-0">.*?</li>\s*<li class="ev[^"]*" id="ev{point["event"]}"', html, re.S)
+    page = point["event"] // 10 + 1
+    assert f"?page={page}&amp;size=10#perturbation-0" in small
+    [(_, baseline)] = get(root, f"/run/{ids['study']}/runs/context_corrosion/pair0-baseline")
+    assert "perturbation-0" not in baseline
+
+
+def _offered(html: str) -> list[str]:
+    return [unescape(h) for h in re.findall(r'<a href="(/file/[^"]+)" download>', html)]
+
+
+def test_every_file_a_manifest_lists_downloads_as_it_is(runs):
+    from urllib.parse import parse_qs, urlsplit
+
+    from simcore.base.files import recorded_files
+
+    root, ids = runs
+    pages = [f"/run/{ids['cassette']}", f"/group/{ids['group']}", f"/sweep/{ids['sweep']}", f"/study/{ids['study']}",
+             f"/comparison/{ids['comparison']}"]
+    for url, (status, html) in zip(pages, get(root, *pages)):
+        eid = url.split("/", 2)[2]
+        links = _offered(html)
+        assert status == 200 and links, url
+        names = [parse_qs(urlsplit(link).query)["name"][0] for link in links]
+        recorded = recorded_files(root / eid)
+        if recorded is not None:  # every file the manifest records, and the manifest
+            assert sorted(names) == sorted(["manifest.json", *recorded]), url
+        else:
+            assert {"summary.json", "sweep.json", "study.json"} & set(names) and not [n for n in names if n.startswith(".")]
+        got = asyncio.run(_get_bytes_headers(root, *links))
+        for name, (code, body, disposition) in zip(names, got):
+            assert code == 200 and body == (root / eid / name).read_bytes(), (url, name)
+            assert disposition == f'attachment; filename="{name.rsplit("/", 1)[-1]}"'
+
+
+async def _get_bytes_headers(root: Path, *urls: str) -> list[tuple[int, bytes, str | None]]:
+    async with client_for(root) as client:
+        out = []
+        for url in urls:
+            res = await client.get(url)
+            out.append((res.status, await res.read(), res.headers.get("Content-Disposition")))
+        return out
+
+
+def test_downloads_stay_inside_the_entry_and_refuse_a_changed_file(runs, tmp_path):
+    root, ids = runs
+    run = ids["short"]
+    bad = ["../../../outside/secret.txt", "/etc/passwd", "..", ".lock", "plots/../manifest.json", "x" * 300,
+           "nosuch.json", "%2e%2e/manifest.json"]
+    for name in bad:
+        status, body = asyncio.run(_raw_get(root, f"/file/{run}?name={name}"))
+        assert status == 404 and "SECRET" not in body, (name, status)
+    assert asyncio.run(_raw_get(root, f"/file/{ids['sweep']}?name=.lock"))[0] == 404  # hidden: never offered
+    assert asyncio.run(_raw_get(root, "/file/linked?name=manifest.json"))[0] == 404  # a linked entry
+    status, body = asyncio.run(_raw_get(root, f"/file/{ids['leaky']}?name=manifest.json"))
+    assert status == 422 and "SECRET" not in body  # a manifest linked from outside
+    # A file changed after its manifest recorded it is refused, naming it.
+    copy = tmp_path / "runs" / "r"
+    shutil.copytree(root / run, copy)
+    (copy / "results.json").write_text((copy / "results.json").read_text().replace('"ok"', '"OK"', 1))
+    [(status, body)] = get(tmp_path / "runs", "/file/r?name=results.json")
+    assert status == 422 and "results.json: damaged: its sha256 is not the one manifest.json records" in body
+
+
+# -- progress of what still runs --------------------------------------------------------------------
+
+def test_running_and_stopped_sweeps_and_groups_say_so_with_their_progress(runs):
+    root, ids = runs
+    index, live, stopped, group, progress = get(root, "/", f"/sweep/{ids['live_sweep']}", f"/sweep/{ids['stopped_sweep']}",
+                                                f"/group/{ids['running_group']}", f"/progress/{ids['live_sweep']}")
+    rows = {re.search(r'href="/[a-z]+/([^"]+)"', r).group(1): r for r in _rows(index[1])}
+    assert 'class="status-running">running' in rows[ids["live_sweep"]] and "2 of 4 trials" in rows[ids["live_sweep"]]
+    assert 'class="status-stopped">stopped' in rows[ids["stopped_sweep"]]
+    assert 'class="status-running">running' in rows[ids["running_group"]]
+    assert 'data-k-kind="montecarlo"' in rows[ids["running_group"]]
+    text = lambda html: re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html.replace("<br>", " "))))  # noqa: E731
+    # 2 trials in the 20 s from its start to the last: 6 a minute, so the other 2 in about 20 s.
+    assert "running 2 of 4 trials written · 6.0 trials/min · about 20 s left · last trial 1 s ago" in text(live[1])
+    assert "stopped: no heartbeat for 2 min 0 s" in text(stopped[1]) and "2 of 4 trials written" in text(stopped[1])
+    assert "--resume --out" in stopped[1]  # and how to finish it
+    assert "running 2 of 4 trials written" in text(group[1]) and "biased=true #0" in text(group[1])
+    assert progress[0] == 200 and 'data-state="running"' in progress[1]
+    # The same heartbeat, an hour later, is a stopped sweep's.
+    CLOCK[0] += 3600
+    try:
+        [(_, later)] = get(root, f"/progress/{ids['live_sweep']}")
+    finally:
+        CLOCK[0] -= 3600
+    assert 'data-state="stopped"' in later and "no heartbeat for 1 h 0 min" in text(later)
+    [(_, finished)] = get(root, f"/progress/{ids['sweep']}")
+    assert 'data-state="finished"' in finished
+
+
+def test_the_glossary_defines_every_metric_the_pages_link_to(runs):
+    from simcore.runs.scenario import load_scenario
+
+    root, ids = runs
+    pages = [f"/run/{ids[k]}" for k in ("veil_of_ignorance", "acausal_cooperation", "llm_auction")] + [
+        f"/group/{ids['group']}", f"/comparison/{ids['comparison']}", f"/study/{ids['study']}", "/glossary"]
+    got = get(root, *pages)
+    glossary = got[-1][1]
+    anchors = set(re.findall(r'<tr id="(m-[^"]+)"', glossary))
+    for name in ("veil_of_ignorance", "acausal_cooperation", "llm_auction", "context_corrosion"):
+        scenario = load_scenario(name)
+        for metric, info in scenario.metrics.items():
+            assert info.description and str(escape(info.description)) in glossary, (name, metric)
+    linked = {a for _, html in got[:-1] for a in re.findall(r'href="/glossary#(m-[^"]+)"', html)}
+    assert linked and linked <= anchors, sorted(linked - anchors)
+    # every name on a page has its description on hover
+    [(_, veil)] = get(root, f"/run/{ids['veil_of_ignorance']}")
+    amount = load_scenario("veil_of_ignorance").metric_of("chosen_amount")
+    assert f'title="{amount.label} (chosen_amount): {escape(amount.description)} [USD; continuous &gt;= 0]"' in veil
 
 
 def test_html_in_agent_text_is_escaped(tmp_path):
@@ -611,6 +960,41 @@ async def _post(root: Path, url: str, headers: dict[str, str]) -> tuple[int, dic
             return res.status, await res.text()
 
 
+class _Ran:
+    """What ``asyncio.create_subprocess_exec`` returns, for a command that already ran."""
+
+    def __init__(self, ran) -> None:
+        self.returncode, self._out = ran.returncode, (ran.stdout.encode(), ran.stderr.encode())
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        return self._out
+
+    def kill(self) -> None:
+        pass
+
+    async def wait(self) -> int:
+        return self.returncode
+
+
+@pytest.fixture
+def replay_in_process(monkeypatch):
+    """The replay button's ``python -m simcore.replay RUN --json`` runs in this process (as
+    tests/commands.py runs a command), not in a new interpreter: the app reads its exit status,
+    stdout and stderr as it reads a process's. test_replay_button_reports_identical_and_writes_nothing
+    replays in a real process. Yields the commands run."""
+    from tests.commands import run_module
+
+    ran: list[tuple[str, ...]] = []
+
+    async def exec_(program, *args, cwd=None, **_):
+        assert (program, args[0]) == (sys.executable, "-m"), (program, args)
+        ran.append(args[1:])
+        return _Ran(await asyncio.to_thread(run_module, *args[1:], cwd=cwd))
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", exec_)
+    yield ran
+
+
 def test_replay_button_reports_identical_and_writes_nothing(runs):
     root, ids = runs
     before = _snapshot(root)
@@ -619,10 +1003,11 @@ def test_replay_button_reports_identical_and_writes_nothing(runs):
     assert _snapshot(root) == before
 
 
-def test_replay_of_a_damaged_run_says_damaged(runs):
+def test_replay_of_a_damaged_run_says_damaged(runs, replay_in_process):
     root, ids = runs
     status, data = asyncio.run(_post(root, f"/replay/{ids['damaged']}", {"X-Simcore-View": "1"}))
     assert status == 200 and data["outcome"] == "damaged" and "trace.jsonl: damaged" in data["detail"]
+    assert replay_in_process == [("simcore.replay", str(root / ids["damaged"]), "--json")]
 
 
 def test_replay_needs_the_pages_header(runs):
@@ -635,7 +1020,6 @@ def test_replay_needs_the_pages_header(runs):
 
 def test_command_binds_localhost_by_default_and_prints_its_url(runs):
     import subprocess
-    import sys
 
     root, _ = runs
     proc = subprocess.Popen([sys.executable, "-m", "simcore.view", str(root), "--port", "0"],
@@ -658,11 +1042,9 @@ def test_command_binds_localhost_by_default_and_prints_its_url(runs):
 
 
 def test_command_rejects_a_missing_directory(tmp_path):
-    import subprocess
-    import sys
+    from tests.commands import run_module
 
-    res = subprocess.run([sys.executable, "-m", "simcore.view", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=60)
+    res = run_module("simcore.view", str(tmp_path / "nope"))
     assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         f"error: runs_dir: {str(tmp_path / 'nope')!r} is not a directory"]
 
@@ -687,7 +1069,7 @@ def server(runs):
     """The browser's server on a free port, in a thread."""
     root, ids = runs
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(root))
+    runner = web.AppRunner(make_app(root, clock=_clock))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())
@@ -748,10 +1130,14 @@ def test_browser_runs_table_sorts_and_filters(server, browser):
     seeds = [r.find_elements(By.TAG_NAME, "td")[col].text for r in rows()]
     numbers = [int(s) for s in seeds if s.isdigit()]
     assert numbers == sorted(numbers) and len(numbers) >= 5
-    # A group's nested trials move with it: after sorting, each still follows its group's row.
+    # A group's nested trials (and a damaged row's message) move with it: after sorting, each still
+    # follows its own row.
     for child in browser.find_elements(By.CSS_SELECTOR, "#runs > tbody > tr.child"):
         parent = browser.execute_script("return arguments[0].previousElementSibling;", child)
-        assert parent.get_attribute("data-k-kind") in ("montecarlo", "counterfactual", "sweep")
+        if child.find_elements(By.CSS_SELECTOR, "td.why-damaged"):
+            assert "damaged-row" in parent.get_attribute("class")
+        else:
+            assert parent.get_attribute("data-k-kind") in ("montecarlo", "counterfactual", "sweep")
     browser.save_screenshot(str(browser.shots / "runs.png"))
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]  # the favicon too
 
@@ -786,35 +1172,13 @@ def test_browser_index_fits_1280_px_with_trials_nested_and_collapsed(server, bro
         browser.set_window_size(1400, 1000)
 
 
-#: In the page: the characters after which an element's text breaks onto a new line, as laid out.
-LINE_ENDS = """
-const ends = el => {
-  const out = [], range = document.createRange();
-  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-  let top = null, last = null;
-  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-    for (let i = 0; i < node.length; i++) {
-      if (/\\s/.test(node.data[i])) continue;
-      range.setStart(node, i); range.setEnd(node, i + 1);
-      const rect = range.getClientRects()[0];
-      if (!rect) continue;
-      if (top !== null && rect.top > top + 2) out.push(last);
-      top = rect.top; last = node.data[i];
-    }
-  }
-  return out;
-};
-"""
-
-
 @pytest.mark.browser
 def test_browser_index_at_1280_px_shows_every_key_metric_value_whole(runs, server, browser):
-    from simcore.view.app import _num
     from simcore.view.catalog import Catalog
 
     root, _ = runs
     base, ids = server
-    expected = {e.id: [[k, _num(v)] for k, v in e.metrics.items()] for e in Catalog(root).scan()}
+    expected = {e.id: [[f.name.label, f.text] for f in e.figures] for e in Catalog(root).scan()}
     browser.set_window_size(1280, 1000)
     try:
         browser.get(base + "/")
@@ -824,7 +1188,7 @@ def test_browser_index_at_1280_px_shows_every_key_metric_value_whole(runs, serve
         shown = browser.execute_script("""
           const out = {};
           for (const tr of document.querySelectorAll("#runs > tbody > tr[data-k-kind]")) {
-            const id = tr.querySelector("td:nth-child(2) a").getAttribute("href").replace(/^\\/[a-z]+\\//, "");
+            const id = tr.querySelector("td.id a").getAttribute("href").replace(/^\\/[a-z]+\\//, "");
             const cell = tr.querySelector("td.metrics"), box = cell.getBoundingClientRect();
             out[id] = [...cell.querySelectorAll("dl.figures > div")].map(d => {
               const parts = [d.querySelector("dt"), d.querySelector("dd .v")];
@@ -841,12 +1205,8 @@ def test_browser_index_at_1280_px_shows_every_key_metric_value_whole(runs, serve
         for eid, figures in shown.items():
             assert [f[:2] for f in figures] == expected[eid], eid
             assert all(f[2] for f in figures), (eid, figures)
-        assert sum(map(len, shown.values())) >= 10 and any(f[0].startswith("Δ ") for f in shown[ids["group"]])
-        # Ids, scenario names and metric names wrap only after a separator, never inside a word.
-        ends = browser.execute_script(LINE_ENDS + """
-          const els = document.querySelectorAll("#runs td:nth-child(2) a, #runs td:nth-child(3), #runs dl.figures dt, #runs table.nested a");
-          return [...els].map(el => [el.textContent, ends(el)]).filter(x => x[1].length);""")
-        assert ends and all(set(e) <= set("/_-.,=") for _, e in ends), ends  # (ids do wrap at 1280 px)
+        assert sum(map(len, shown.values())) >= 10 and all(f[0].startswith("Δ ") for f in shown[ids["group"]])
+        # (that no word breaks inside: test_browser_every_page_at_1280_and_390_px)
         inner = browser.execute_script("return window.innerWidth;")
         assert browser.execute_script("return document.documentElement.scrollWidth;") <= inner
         browser.save_screenshot(str(browser.shots / "runs-1280-metrics.png"))
@@ -893,7 +1253,7 @@ def test_browser_plots_of_a_comparison_and_a_study_load(server, browser):
 
 
 @pytest.mark.browser
-def test_browser_run_page_expands_a_prompt_and_replays(server, browser):
+def test_browser_run_page_expands_a_prompt_and_replays(server, browser, replay_in_process):
     from selenium.webdriver.common.by import By
 
     base, ids = server
@@ -908,6 +1268,7 @@ def test_browser_run_page_expands_a_prompt_and_replays(server, browser):
     result = browser.find_element(By.ID, "replay-result")
     _wait(lambda: result.text.startswith(("identical", "differs", "damaged", "error")))
     assert result.text.startswith("identical"), result.text
+    assert [argv[0] for argv in replay_in_process] == ["simcore.replay"]
 
 
 @pytest.mark.browser
@@ -943,6 +1304,148 @@ def test_browser_sweep_filters_by_grid_field(server, browser):
     browser.find_element(By.CSS_SELECTOR, "select.filter[data-key=rounds] option[value='2']").click()
     assert len(visible()) == 2
     browser.save_screenshot(str(browser.shots / "sweep.png"))
+
+
+# -- every page, at a desktop's width and a phone's ------------------------------------------------
+
+#: A phone: 390 x 844 CSS pixels, laid out as a phone lays out (the page's declared viewport counts).
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+DESKTOP = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+
+#: In the page: what is wrong with its layout, as a list of lines (empty when all is well).
+LAYOUT_PROBLEMS = """
+const out = [], W = window.innerWidth;
+const name = e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className ? "." + String(e.className).split(" ")[0] : "");
+// Nothing wider than the window except inside a box that scrolls it.
+const main = document.querySelector("main");
+if (main.scrollWidth > main.clientWidth + 1) out.push(`main overflows: ${main.scrollWidth} > ${main.clientWidth}`);
+for (const e of document.querySelectorAll(".scroll, table, pre, h1, dl.keyfigs, nav.crumbs, .progress, p")) {
+  if (e.parentElement.closest(".scroll")) continue;  // inside a box that scrolls
+  const r = e.getBoundingClientRect();
+  if (r.width && (r.right > W + 1 || r.left < -1)) out.push(`${name(e)} out of the window: ${r.left}..${r.right} of ${W}`);
+}
+// No table cell cut off: its content fits it (a wide table scrolls in its box instead).
+for (const c of document.querySelectorAll("td, th")) {
+  if (c.offsetParent === null) continue;
+  if (c.scrollWidth > c.clientWidth + 1) out.push(`cell cut off: ${c.textContent.trim().slice(0, 40)} (${c.scrollWidth} > ${c.clientWidth})`);
+}
+// Nothing overlapping: the key figures' cards, and the header's two sides.
+const boxes = [...document.querySelectorAll("dl.keyfigs .kf"), ...document.querySelectorAll("header > *")]
+  .map(e => [e, e.getBoundingClientRect()]);
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const [a, p] = boxes[i], [b, q] = boxes[j];
+  if (a.parentElement !== b.parentElement) continue;
+  if (p.left < q.right - 1 && q.left < p.right - 1 && p.top < q.bottom - 1 && q.top < p.bottom - 1)
+    out.push(`${name(a)} overlaps ${name(b)}`);
+}
+// No word broken in the middle: within a run of text (the page's <wbr> and elements end one), a line
+// never starts with a letter or digit that follows one.
+const midword = el => {
+  const found = [], range = document.createRange();
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    let top = null, prev = "";
+    for (let i = 0; i < node.length; i++) {
+      const ch = node.data[i];
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect || /\\s/.test(ch)) { prev = ch; continue; }
+      if (top !== null && rect.top > top + 2 && /[A-Za-z0-9$%]/.test(prev) && /[A-Za-z0-9]/.test(ch))
+        found.push(prev + "|" + node.data.slice(i, i + 8));
+      top = rect.top; prev = ch;
+    }
+  }
+  return found;
+};
+for (const e of document.querySelectorAll("h1, h2, nav.crumbs, dl.keyfigs dt, dl.keyfigs dd, th, td, .progress, figcaption, ul.files li")) {
+  if (e.offsetParent === null) continue;
+  for (const b of midword(e)) out.push(`${name(e)} broken mid-word: ${b}`);
+}
+return out;
+"""
+
+
+def _show(browser, metrics: dict, url: str) -> None:
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    browser.get(url)
+
+
+def _rect(browser, selector: str) -> dict | None:
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e && e.getBoundingClientRect().toJSON();", selector)
+
+
+@pytest.mark.browser
+def test_browser_every_page_at_1280_and_390_px(runs, server, browser):
+    """Each page at 1280 x 900 and on a 390 x 844 phone: its first screen (1280) shows what its
+    command printed and its key metrics; no table cell is cut off, nothing lies outside the window
+    or over something else, no word is broken in the middle; every file it offers downloads, and
+    every plot opens full size."""
+    root, _ = runs
+    base, ids = server
+    headlines = expected_headlines(root, ids)
+    pages = [*headlines, f"/run/{ids['study']}/runs/context_corrosion/pair0-p0", f"/sweep/{ids['live_sweep']}",
+             f"/sweep/{ids['stopped_sweep']}", f"/group/{ids['running_group']}", "/glossary", "/"]
+    try:
+        for url in pages:
+            for metrics in (DESKTOP, PHONE):
+                _show(browser, metrics, base + url)
+                where = f"{url} at {metrics['width']} px"
+                assert browser.execute_script("return window.innerWidth;") == metrics["width"], where
+                problems = browser.execute_script(LAYOUT_PROBLEMS)
+                assert problems == [], (where, problems)
+                if metrics is DESKTOP and url in headlines:
+                    shown = browser.execute_script("return document.querySelector('#headline pre').innerText;")
+                    assert shown == headlines[url], where
+                    for part in ("#headline", "#keys"):
+                        rect = _rect(browser, part)
+                        assert rect and 0 <= rect["top"] and rect["bottom"] <= 900, (where, part, rect)
+                if metrics is DESKTOP:
+                    # Every file offered downloads (an attachment), and every plot is a link to itself, full size.
+                    got = browser.execute_async_script("""
+                      const done = arguments[arguments.length - 1];
+                      Promise.all([...document.querySelectorAll("#files a[download]")].map(a => fetch(a.href)
+                        .then(r => [a.textContent, r.status, r.headers.get("content-disposition") || ""])))
+                        .then(done, e => done(String(e)));""")
+                    assert all(status == 200 and cd.startswith("attachment") for _, status, cd in got), (where, got)
+                    assert got or url in ("/", "/glossary"), where
+                    plots = browser.execute_script("""return [...document.querySelectorAll("#plots img")]
+                      .map(i => [i.getAttribute("src"), i.closest("a") && i.closest("a").getAttribute("href")]);""")
+                    assert all(src == href for src, href in plots), (where, plots)
+                browser.save_screenshot(str(browser.shots / f"{url.strip('/').replace('/', '_') or 'index'}-{metrics['width']}.png"))
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.browser
+def test_browser_a_running_sweep_counts_up_then_shows_stopped(runs, server, browser):
+    """The page follows the heartbeat as trials land (count, rate and time left change), and
+    calls the sweep stopped once its heartbeat is older than it should be."""
+    from selenium.webdriver.common.by import By
+
+    root, _ = runs
+    base, ids = server
+    sweep = root / ids["live_sweep"]
+    saved = (sweep / "heartbeat.json").read_bytes()
+    now = CLOCK[0]
+    try:
+        browser.get(f"{base}/sweep/{ids['live_sweep']}")
+        box = browser.find_element(By.ID, "progress")
+        first = box.text
+        assert "2 of 4 trials written" in first and "6.0 trials/min" in first and "about 20 s left" in first
+        # A third trial lands 10 s later: the page shows it at its next poll.
+        write_heartbeat(sweep, 3, 4, beat=now + 9, last_trial=now + 9, started=now - 21)
+        CLOCK[0] = now + 10
+        _wait(lambda: "3 of 4 trials written" in box.text, timeout=30)
+        assert "6.0 trials/min" in box.text and "about 10 s left" in box.text, box.text
+        # Then nothing more: an hour later the heartbeat is stale, and the page says stopped.
+        CLOCK[0] = now + 3600
+        _wait(lambda: "STOPPED" in box.text.upper() and "no heartbeat for" in box.text, timeout=30)
+        assert "3 of 4 trials written" in box.text
+        browser.save_screenshot(str(browser.shots / "sweep-stopped.png"))
+    finally:
+        CLOCK[0] = now
+        (sweep / "heartbeat.json").write_bytes(saved)
 
 
 def test_the_page_is_documented():
@@ -983,6 +1486,6 @@ def test_a_run_page_shows_float_noise_as_0_and_its_raw_results_exact(tmp_path):
     trial.results["metrics"]["dominant_self_drift"] = 3.552713678800501e-15
     path = write_run(trial, tmp_path, "noise-run")
     [(status, html)] = get(tmp_path, f"/run/{path.relative_to(tmp_path).as_posix()}")
-    metrics = html.split('<section id="metrics">')[1].split("</section>")[0]
-    assert status == 200 and "<td>dominant_self_drift</td><td data-v=\"0.0\">0.000</td>" in metrics
+    metrics = html.split('<section id="metrics">')[1].split("</section>")[0].replace("<wbr>", "")
+    assert status == 200 and re.search(r'>dominant_self_drift</a></td><td class="n" data-v="0.0">0.000</td>', metrics)
     assert "e-15" not in metrics and "3.552713678800501e-15" in html  # results.json, shown raw, stays exact

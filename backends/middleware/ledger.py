@@ -6,7 +6,7 @@ import math
 
 from backends.base import LLMRequest, Usage
 from backends.errors import BudgetExceeded, UnpricedModel
-from backends.pricing import PriceTable, cost_usd
+from backends.pricing import PriceTable, cost_usd, price_line
 
 
 def prompt_upper_estimate(request: LLMRequest) -> int:
@@ -36,12 +36,14 @@ class Ledger:
         self.reserved_usd = 0.0
         self.by_model: dict[str, dict[str, float]] = {}
 
-    def worst_case(self, request: LLMRequest) -> float | None:
-        """Upper cost estimate of ``request``, or None when its model has no price."""
-        return cost_usd(request.model, prompt_upper_estimate(request), request.max_tokens, self.prices)
+    def worst_case(self, request: LLMRequest, max_out: int | None = None) -> float | None:
+        """Upper cost estimate of ``request`` (``max_out``: its output cap as sent, reasoning
+        allowance included; default ``max_tokens``), or None when its model has no price."""
+        out = request.max_tokens if max_out is None else max_out
+        return cost_usd(request.model, prompt_upper_estimate(request), out, self.prices)
 
-    def reserve(self, request: LLMRequest) -> float:
-        """Reserve the worst case of ``request``; return the amount reserved.
+    def reserve(self, request: LLMRequest, max_out: int | None = None) -> float:
+        """Reserve the worst case of ``request`` (see :meth:`worst_case`); return the amount reserved.
 
         Raises:
             UnpricedModel: a budget is set and the model has no price.
@@ -49,11 +51,11 @@ class Ledger:
         """
         if self.budget_usd is None:
             return 0.0
-        worst = self.worst_case(request)
+        worst = self.worst_case(request, max_out)
         if worst is None:
             raise UnpricedModel(
                 f"budget: model {request.model!r} has no price, so --budget-usd cannot be enforced; "
-                "add it to a prices file (--prices)"
+                f"add {price_line(request.model)}"
             )
         if self.spent_usd + self.reserved_usd + worst > self.budget_usd + 1e-12:
             raise BudgetExceeded(
@@ -79,7 +81,8 @@ class Ledger:
         else:
             led["prompt_tokens"] += usage.prompt_tokens
             led["completion_tokens"] += usage.completion_tokens
-            cost = cost_usd(request.model, usage.prompt_tokens, usage.completion_tokens, self.prices) or 0.0
+            cost = cost_usd(request.model, usage.prompt_tokens, usage.completion_tokens, self.prices,
+                            usage.reasoning_tokens, usage.cached_tokens) or 0.0
         led["cost_usd"] += cost
         self.spent_usd += cost
         return cost

@@ -19,8 +19,11 @@ from backends.breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from backends.context import TOKENIZERS, count_from, prompt_text, server_root
 from backends.errors import (
     BackendError,
+    BadRequest,
+    ContextOverflow,
     MalformedResponse,
     MissingAPIKey,
+    ProviderError,
     RequestTimeout,
     ServerNotListening,
     TransportError,
@@ -28,17 +31,21 @@ from backends.errors import (
     not_listening,
     redact,
 )
+from backends.middleware.adapt import Sent, refused_param
 from backends.middleware.bucket import TokenBucket
 from backends.middleware.halt import Halt
 from backends.middleware.ledger import Ledger, prompt_upper_estimate
-from backends.middleware.retry import RetryPolicy, parse_retry_after
+from backends.middleware.retry import RetryPolicy, parse_retry_after, retry_delay_in_body
 from backends.middleware.stats import Books, CallTally, ProviderStats
+from backends.models import ModelRule, rule_for
 from backends.providers import (
     Preset,
+    WireRequest,
     auth_headers,
     build_request,
     error_text,
     parse_response,
+    reasoning_allowance,
 )
 
 if TYPE_CHECKING:  # aiohttp itself is imported where a request is sent
@@ -107,12 +114,14 @@ class Provider:
         jitter_seed: Seed of the private jitter generator.
         breaker: Circuit-breaker policy (None: the default one).
         breaker_listeners: Told of every change of the breaker's state.
+        model_rules: A user's model-rules file (``--model-rules``), or None.
     """
 
     def __init__(self, preset: Preset, base_url: str, api_key_env: str | None, limits: Limits,
                  retry: RetryPolicy, ledger: Ledger, halt: Halt, *, json_mode: str = "auto",
                  jitter_seed: int = 0, breaker: BreakerPolicy | None = None,
-                 breaker_listeners: list[Callable[[BreakerState], None]] | None = None) -> None:
+                 breaker_listeners: list[Callable[[BreakerState], None]] | None = None,
+                 model_rules: str | None = None) -> None:
         self.preset = preset
         self.name = preset.name
         self.base_url = base_url
@@ -122,6 +131,8 @@ class Provider:
         self.ledger = ledger
         self.halt = halt
         self.json_mode = json_mode
+        self.model_rules = model_rules
+        self.sent = Sent(preset.name)
         self.stats = ProviderStats()
         self.breaker = CircuitBreaker(preset.name, breaker or BreakerPolicy(), breaker_listeners)
         # Rate buckets live as long as the provider (not one event loop), so a
@@ -164,18 +175,25 @@ class Provider:
         """
         self.halt.check()
         key = self._key()
-        wire = build_request(self.preset, self.base_url, request, model, self.json_mode)
+        sent = self.sent
+        if model in sent.rules:
+            rule = sent.rules[model]
+        else:
+            rule = rule_for(self.preset.name, model, self.model_rules)
+            sent.use(model, rule)
+        wire = self._wire(request, model, rule)
         payload = json.dumps(wire.body, ensure_ascii=False).encode()
-        tokens = prompt_upper_estimate(request) + request.max_tokens
+        max_out = request.max_tokens + reasoning_allowance(request, rule)
+        tokens = prompt_upper_estimate(request) + max_out
         books = Books(self.stats, tally.of(self.name) if tally is not None else None)
-        reserved = self.ledger.reserve(request)
+        reserved = self.ledger.reserve(request, max_out)
         books.add("requests")
         breaker = self.breaker
         try:
             retry = 0
             while True:
                 outcome, seconds, probe = await self._attempt(
-                    wire.url, auth_headers(self.preset, key), payload, tokens, key, books)
+                    wire.url, auth_headers(self.preset, key), payload, tokens, key, books, wire.body)
                 if isinstance(outcome, LLMResponse):
                     breaker.record(True, probe)
                     cost = self.ledger.settle(request, reserved, outcome.usage)
@@ -191,6 +209,14 @@ class Provider:
                         outcome.system_fingerprint, seconds,
                     )
                 error = outcome
+                refused = getattr(error, "param", None)
+                if refused and (sent.drop(model, refused, str(error)) or refused in sent.drops(model)):
+                    # A parameter the model does not take: sent again without it (no retry spent;
+                    # a concurrent call may have dropped it already).
+                    breaker.record(True, probe)
+                    wire = self._wire(request, model, rule)
+                    payload = json.dumps(wire.body, ensure_ascii=False).encode()
+                    continue
                 breaker.record(False if error.retryable else None, probe)
                 books.error(type(error).__name__)
                 if error.retryable and probe:
@@ -209,6 +235,14 @@ class Provider:
         finally:
             if reserved:
                 self.ledger.release(reserved)
+
+    def _wire(self, request: LLMRequest, model: str, rule: ModelRule | None) -> WireRequest:
+        """The request as sent now: ``rule`` applied, the parameters refused so far left out."""
+        wire = build_request(self.preset, self.base_url, request, model, self.json_mode, rule,
+                             self.sent.drops(model))
+        if wire.schema_in_prompt:
+            self.sent.schema_in_prompt.add(model)
+        return wire
 
     async def count_tokens(self, request: LLMRequest, model: str) -> int | None:
         """Tokens of ``request``'s prompt text by the server's tokenizer, or None where it has none.
@@ -252,7 +286,8 @@ class Provider:
         return None
 
     async def _attempt(self, url: str, headers: Mapping[str, str], payload: bytes, tokens: int,
-                       key: str | None, books: Books) -> tuple[LLMResponse | BackendError, float, bool]:
+                       key: str | None, books: Books,
+                       body: Mapping[str, Any]) -> tuple[LLMResponse | BackendError, float, bool]:
         """One HTTP attempt: the response or the typed error it ended in, its seconds,
         and whether it was the circuit breaker's probe.
 
@@ -267,7 +302,7 @@ class Provider:
             # opens must wait too, not go out one last time.
             probe = await self.breaker.admit()
             try:
-                outcome, seconds = await self._send(state, url, headers, payload, tokens, key, books)
+                outcome, seconds = await self._send(state, url, headers, payload, tokens, key, books, body)
             except BaseException:
                 if probe:
                     self.breaker.abandon_probe()
@@ -275,7 +310,8 @@ class Provider:
         return outcome, seconds, probe
 
     async def _send(self, state: _LoopState, url: str, headers: Mapping[str, str], payload: bytes,
-                    tokens: int, key: str | None, books: Books) -> tuple[LLMResponse | BackendError, float]:
+                    tokens: int, key: str | None, books: Books,
+                    body: Mapping[str, Any]) -> tuple[LLMResponse | BackendError, float]:
         """Send one attempt (the caller holds a concurrency slot)."""
         self.halt.check()
         if self._tpm is not None:
@@ -290,6 +326,7 @@ class Provider:
                 async with state.http().post(url, data=payload, headers=headers) as resp:
                     status = resp.status
                     retry_after = parse_retry_after(resp.headers)
+                    should_retry = {"true": True, "false": False}.get(resp.headers.get("x-should-retry", ""))
                     raw = await resp.read()
         except TimeoutError:
             msg = f"{self.name}: no response from {self._host} within {self.limits.timeout_s:g} s"
@@ -303,11 +340,17 @@ class Provider:
         finally:
             books.leave()
         seconds = time.perf_counter() - start
-        return self._interpret(status, raw, retry_after, key), seconds
+        return self._interpret(status, raw, retry_after, key, should_retry, body), seconds
 
-    def _interpret(self, status: int, raw: bytes, retry_after: float | None,
-                   key: str | None) -> LLMResponse | BackendError:
-        """The response, or the typed error, that a status and body amount to."""
+    def _interpret(self, status: int, raw: bytes, retry_after: float | None, key: str | None,
+                   should_retry: bool | None = None,
+                   body: Mapping[str, Any] | None = None) -> LLMResponse | BackendError:
+        """The response, or the typed error, that a status and body amount to.
+
+        Read as each provider sends it: the wait of a 429 in its body (Gemini's
+        RetryInfo), ``x-should-retry``, the parameter a 400 refuses by name, and Groq's
+        ``json_validate_failed``, whose ``failed_generation`` is the model's reply.
+        """
         ok = 200 <= status < 300
         text = redact(raw.decode("utf-8", errors="replace"), key, key_shapes=not ok)
         try:
@@ -318,12 +361,21 @@ class Provider:
                 snippet = redact(text[:120], key)
                 return MalformedResponse(f"{self.name}: response body is not JSON: {snippet!r}")
         if not ok:
+            failed = _failed_generation(data) if status == 400 else None
+            if failed is not None:  # the reply, which the reader reads (and re-asks) like any other
+                return LLMResponse(failed, None, "json_validate_failed")
             detail = error_text(data) if data is not None else text[:300]
-            return http_error(status, f"{self.name}: HTTP {status} from {self._host}: {detail}", retry_after)
+            if retry_after is None:
+                retry_after = retry_delay_in_body(data)
+            error = http_error(status, f"{self.name}: HTTP {status} from {self._host}: {detail}", retry_after,
+                               should_retry)
+            if isinstance(error, BadRequest) and not isinstance(error, ContextOverflow) and body is not None:
+                error.param = refused_param(data, body)
+            return error
         try:
             return parse_response(self.preset, data)
-        except MalformedResponse as exc:
-            return MalformedResponse(f"{self.name}: {exc}")
+        except (MalformedResponse, ProviderError) as exc:
+            return type(exc)(f"{self.name}: {exc}")
 
     async def aclose(self) -> None:
         """Close the HTTP session of the current loop, if any."""
@@ -354,6 +406,15 @@ def refused(exc: BaseException) -> bool:
         return True
     codes = re.findall(r"\[Errno (\d+)\]", str(err)) if isinstance(err, OSError) else []
     return bool(codes) and all(int(c) == errno.ECONNREFUSED for c in codes)
+
+
+def _failed_generation(data: Any) -> str | None:
+    """Groq's reply that failed JSON validation (``json_validate_failed``), or None."""
+    err = data.get("error") if isinstance(data, Mapping) else None
+    if isinstance(err, Mapping) and err.get("code") == "json_validate_failed":
+        failed = err.get("failed_generation")
+        return failed if isinstance(failed, str) else None
+    return None
 
 
 def _status_args(error: BackendError) -> tuple[Any, ...]:

@@ -6,7 +6,7 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,20 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def retry_delay_in_body(data: Any) -> float | None:
+    """Seconds from a ``google.rpc.RetryInfo`` detail in an error body (Gemini's 429s carry
+    their wait there, ``"retryDelay": "37s"``, and no Retry-After header), or None."""
+    err = data.get("error") if isinstance(data, Mapping) else None
+    details = err.get("details") if isinstance(err, Mapping) else None
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = str(detail.get("retryDelay", "")).strip()
+            try:
+                return max(0.0, float(delay.removesuffix("s")))
+            except ValueError:
+                return None
+    return None

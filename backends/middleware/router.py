@@ -84,7 +84,8 @@ class Router:
         json_mode = str(opts.get("json_mode", "auto")) if is_default else "auto"
         prov = Provider(preset, base_url, key_env, limits, retry, self.ledger, self.halt,
                         json_mode=json_mode, jitter_seed=int(opts.get("jitter_seed", 0)),
-                        breaker=breaker, breaker_listeners=self.breaker_listeners)
+                        breaker=breaker, breaker_listeners=self.breaker_listeners,
+                        model_rules=opts.get("model_rules"))
         self.providers[preset_name] = prov
         return prov
 
@@ -120,6 +121,21 @@ class Router:
             return await self.provider(preset_name).count_tokens(request, model)
         except (BackendConfigError, BackendError):  # (no base URL, no key): the completion will say so
             return None
+
+    def sent(self, models: Any = None) -> dict[str, dict[str, Any]]:
+        """What each provider was sent for its models (their rules, the parameters they
+        refused; see :mod:`backends.middleware.adapt`), by preset and model; ``models``:
+        only these model strings (as agents name them)."""
+        wanted = None if models is None else {split_model(m, self.default) for m in models}
+        out: dict[str, dict[str, Any]] = {}
+        for name, prov in sorted(self.providers.items()):
+            for model in sorted(prov.sent.rules):
+                if wanted is not None and (name, model) not in wanted:
+                    continue
+                record = prov.sent.record(model)
+                if record:
+                    out.setdefault(name, {})[model] = record
+        return out
 
     def stats(self) -> dict[str, Any]:
         """Per-provider counters, with each circuit breaker's state."""

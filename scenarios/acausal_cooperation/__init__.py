@@ -10,6 +10,7 @@ configs (the original's baseline, high_temp and low_temp) side by side.
 from scenarios.acausal_cooperation import compare_configs
 from scenarios.acausal_cooperation.analysis import (
     KINDS,
+    METRICS,
     analyze,
     compare,
     outcome,
@@ -51,6 +52,7 @@ SCENARIO = Scenario(
     compare=compare,
     outcome=outcome,
     kinds=KINDS,
+    metrics=METRICS,
     null=Null(
         config={"insight_uplift": 0.0},
         why="taking up the identity insight makes no strategy more cooperative",

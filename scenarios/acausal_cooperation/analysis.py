@@ -55,6 +55,7 @@ from scenarios.acausal_cooperation.config import AcausalConfig
 from scenarios.acausal_cooperation.experiment import round_scores
 from scenarios.acausal_cooperation.game import COOPERATE, DEFECT
 from simcore.api import (
+    Metric,
     World,
     atomic_write,
     basis,
@@ -427,6 +428,55 @@ KINDS = {
         "decision_parse_errors", "decision_prose_reads", "strategy_parse_errors",
     ), count_kind()),
     "mean_score": continuous_kind(0), "score_std": continuous_kind(0), "sim_time_end": continuous_kind(0),
+}
+#: How people read each metric (``Scenario.metrics``); the key ones head every page about a run.
+#: Cooperation figures count chosen moves only (a move played by fallback is left out).
+METRICS = {
+    "cooperation_rate": Metric("cooperation", "Share of chosen moves that were COOPERATE, over all games.",
+                               percent=True, key=True),
+    "mutual_cooperation_rate": Metric("mutual cooperation", "Share of games in which both players cooperated.",
+                                      percent=True, key=True),
+    "final_cooperation_rate": Metric("final mutual cooperation", "Share of the last round's games in which "
+                                     "both players cooperated.", percent=True, key=True),
+    "identity_reasoning_frequency": Metric(
+        "identity reasoning", "Share of readable strategy replies that mention being identical copies (identical, "
+        "same agent, same model, logical correlation, acausal, superrational).", percent=True, key=True),
+    "superrationality_score": Metric(
+        "superrationality score", "The seed's composite in [0, 1]: 0.4 x identity reasoning + 0.4 x final mutual "
+        "cooperation + 0.2 x how early the cooperation trend converged.", key=True),
+    "first_round_cooperation_rate": Metric("first-round cooperation", "Share of COOPERATE among the first "
+                                           "round's chosen moves.", percent=True),
+    "final_round_cooperation_rate": Metric("last-round cooperation", "Share of COOPERATE among the last "
+                                           "round's chosen moves.", percent=True),
+    "converged": Metric("converged", "Whether mutual cooperation settled: its last three rounds span less "
+                        "than 0.1."),
+    "convergence_round": Metric("convergence round", "The first of the three settled rounds, else the number "
+                                "of rounds."),
+    "surprise_at_defection": Metric("surprise at defection", "Share of readable strategy replies from round 2 "
+                                    "on that voice surprise or betrayal.", percent=True),
+    "strategy_similarity_mean": Metric("strategy similarity", "Mean pairwise cosine of the LLM players' "
+                                       "strategy texts, averaged over rounds (embeddings)."),
+    "strategy_similarity_final": Metric("final strategy similarity", "Mean pairwise cosine of the last "
+                                        "round's strategy texts."),
+    "cooperation_despite_asymmetry": Metric(
+        "cooperation despite asymmetry", "Share of COOPERATE among moves in games whose players' powers "
+        "differed by more than 30%.", percent=True),
+    "cooperation_symmetric": Metric("cooperation, symmetric games", "Share of COOPERATE among moves in the "
+                                    "other games.", percent=True),
+    "mean_score": Metric("mean score", "Players' mean total payoff over the tournament."),
+    "score_std": Metric("score spread", "Standard deviation of the players' total payoffs."),
+    "n_players": Metric("players", "Players: LLM and scripted."),
+    "n_llm": Metric("LLM players", "Players whose strategies an LLM writes."),
+    "n_scripted": Metric("scripted players", "Players with a classic fixed strategy."),
+    "rounds": Metric("rounds", "Rounds of the round robin played to the end."),
+    "games": Metric("games", "Games played."),
+    "fallback_moves": Metric("fallback moves", "Moves played by fallback because the decision reply was "
+                             "unreadable; left out of every cooperation figure."),
+    "decision_parse_errors": Metric("unreadable decisions", "Decision replies that could not be read."),
+    "decision_prose_reads": Metric("decisions read from prose", "Decision replies read from prose or a "
+                                   "label rather than JSON."),
+    "strategy_parse_errors": Metric("unreadable strategies", "Strategy replies that could not be read."),
+    "sim_time_end": Metric("simulated time", "Simulated time at the end of the run.", unit="s"),
 }
 
 

@@ -55,6 +55,7 @@ from simcore.api import (
     Scenario,
     add_common_args,
     add_config_args,
+    apply_analysis_args,
     atomic_write,
     backend_spec,
     check_before_work,
@@ -238,8 +239,9 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def write_comparison(c: Comparison, rows: Sequence[dict[str, Any]], spec: BackendSpec, out: str | Path,
-                     command: str = "") -> Path:
-    """Write the comparison directory (see the module docstring); returns its path."""
+                     command: str = "", options: dict[str, str] | None = None) -> Path:
+    """Write the comparison directory (see the module docstring); returns its path. ``options``:
+    the analysis settings (:func:`simcore.api.apply_analysis_args`), recorded in the manifest."""
     run_id = check_run_id(f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "acausal_cooperation" / run_id
     run_ids: dict[tuple[str, int], str] = {}
@@ -254,7 +256,7 @@ def write_comparison(c: Comparison, rows: Sequence[dict[str, Any]], spec: Backen
         write_json(stage / "experiment_comparison.json", {
             "scenario": "acausal_cooperation", "command": command, "run_id": run_id, "seed": c.seed,
             "trial_seeds": c.trial_seeds, "configs": {n: cfg.to_dict() for n, cfg in zip(c.names, c.configs)},
-            "backend": spec.to_dict(), "rows": rows, "versions": package_versions(),
+            "backend": spec.to_dict(), "options": options or {}, "rows": rows, "versions": package_versions(),
             "code_revision": code_revision(), "created_utc": utc_now(),
         })
     return final
@@ -295,6 +297,7 @@ def main(scenario: Scenario, argv: Sequence[str]) -> int:
             raise ConfigError(f"configs: name at least one config; got {args.configs!r}")
         names, configs = resolve_configs(values, args)
         spec = backend_spec(args)
+        options = apply_analysis_args(args, "all")  # as a single run: every run's own plots
         if args.estimate:
             runs = [(cfg, s) for cfg in configs for s in trial_seeds(seed, n)]
             return print_estimate(scenario, runs, spec, as_json=args.json)
@@ -304,7 +307,7 @@ def main(scenario: Scenario, argv: Sequence[str]) -> int:
         fail(str(exc))
     command = "python -m scenarios.acausal_cooperation compare " + " ".join(argv)
     rows = comparison_rows(c)
-    out = write_comparison(c, rows, spec, args.out, command.strip())
+    out = write_comparison(c, rows, spec, args.out, command.strip(), options)
     failed = sum(t.status != "ok" for ts in c.trials.values() for t in ts)
     if args.json:
         print(json.dumps({"rows": rows, "run_dir": str(out)}, indent=2, sort_keys=True, default=str))

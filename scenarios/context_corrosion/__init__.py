@@ -17,7 +17,7 @@ from scenarios.context_corrosion.analysis import (
 from scenarios.context_corrosion.behaviour import make_behaviour
 from scenarios.context_corrosion.config import CorrosionConfig
 from scenarios.context_corrosion.experiment import build
-from scenarios.context_corrosion.metrics import KINDS
+from scenarios.context_corrosion.metrics import KINDS, METRICS
 from simcore.api import Null, ResultEntry, Scenario
 
 
@@ -52,6 +52,7 @@ SCENARIO = Scenario(
     commands={"serve": serve},
     outcome=ResultEntry("final_positions"),
     kinds=KINDS,
+    metrics=METRICS,
     null=Null(
         config={"conformity": 0.0},
         why="no peer is influenced by what it hears, so run A and run B differ only in D's own text",

@@ -33,7 +33,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from simcore.api import compare_metrics, continuous, count, decision_p, describe, score
+from simcore.api import (
+    Metric,
+    compare_metrics,
+    continuous,
+    count,
+    decision_p,
+    describe,
+    score,
+)
 
 PHASE1, DISCUSSION, FINAL = "phase1", "discussion", "final"
 Vectors = Mapping[tuple[str, int, str], np.ndarray]
@@ -61,6 +69,48 @@ KINDS = {
     "mean_initial_confidence": score(0, 1), "mean_final_confidence": score(0, 1),
     "n_agents": count(), "rounds": count(), "parse_errors": count(), "changed_position_count": count(),
     "sim_time_end": continuous(0),
+}
+#: How people read each metric (``Scenario.metrics``); the key ones head every page about a run.
+#: Similarities are cosines of all-MiniLM-L6-v2 embeddings of each agent's stated position.
+METRICS = {
+    "avg_peer_directional_delta": Metric(
+        "directional delta", "How far the peers moved toward D: each peer's final alignment to D minus its "
+        "initial alignment, averaged over peers (> 0: toward D). The primary corrosion metric.", key=True),
+    "entropy_decay_phase1_to_final": Metric(
+        "entropy decay", "Opinion diversity lost: the entropy of the two-way split of all agents' positions "
+        "in phase 1 minus that of the final vote (> 0: less diverse).", unit="bits", key=True),
+    "diversity_decay_phase1_to_final": Metric(
+        "diversity decay", "Mean pairwise cosine distance among the agents in phase 1 minus in the final vote "
+        "(> 0: the positions drew together).", key=True),
+    "avg_peer_convergence_final_round": Metric(
+        "peer-to-D similarity, final round", "Mean similarity of each peer's statement to D's in the last "
+        "discussion round.", key=True),
+    "changed_position_count": Metric(
+        "changed position", "Agents whose final answer says they changed their position.", key=True),
+    "avg_peer_to_peer_convergence": Metric(
+        "peer-to-peer similarity", "Mean similarity over all pairs of peers in the last discussion round "
+        "(herding without D)."),
+    "avg_initial_alignment": Metric("initial alignment to D", "Mean similarity of each peer's phase-1 answer "
+                                    "to D's."),
+    "avg_final_alignment": Metric("final alignment to D", "Mean similarity of each peer's final answer to D's."),
+    "dominant_self_drift": Metric(
+        "D self-drift", "How far D moved from its own first statement: 1 - cos(D round 1, D last round)."),
+    "entropy_phase1": Metric("entropy, phase 1", "Shannon entropy of the two-way k-means split of all "
+                             "agents' phase-1 answers.", unit="bits"),
+    "entropy_final": Metric("entropy, final", "Shannon entropy of the two-way k-means split of all agents' "
+                            "final answers.", unit="bits"),
+    "diversity_phase1": Metric("diversity, phase 1", "Mean pairwise cosine distance among the agents' "
+                               "phase-1 answers."),
+    "diversity_final": Metric("diversity, final", "Mean pairwise cosine distance among the agents' final "
+                              "answers."),
+    "mean_initial_confidence": Metric("initial confidence", "Mean confidence the agents stated in phase 1 "
+                                      "(0 to 1).", percent=True),
+    "mean_final_confidence": Metric("final confidence", "Mean confidence the agents stated in their final "
+                                    "answer (0 to 1).", percent=True),
+    "n_agents": Metric("agents", "Agents: D and the peers."),
+    "rounds": Metric("rounds", "Discussion rounds."),
+    "parse_errors": Metric("unreadable replies", "Replies that stayed unreadable after any re-ask."),
+    "sim_time_end": Metric("simulated time", "Simulated time at the end of the run.", unit="s"),
 }
 
 

@@ -683,8 +683,8 @@ async def serve(host: str, port: int, out: str | Path, spec: BackendSpec, max_qu
         await runner.cleanup()
 
 
-def serve_command(argv: Sequence[str]) -> int:
-    """``python -m scenarios.context_corrosion serve``."""
+def build_serve_parser() -> OneLineParser:
+    """The ``serve`` subcommand's parser."""
     parser = OneLineParser(
         prog="python -m scenarios.context_corrosion serve",
         description="Serve the context-corrosion HTTP API (POST /run-experiment, POST /run-monte-carlo, "
@@ -698,7 +698,12 @@ def serve_command(argv: Sequence[str]) -> int:
     parser.add_argument("--base-url", default=None, help="endpoint of an HTTP backend")
     parser.add_argument("--max-queue", default=str(MAX_QUEUE), metavar="N",
                         help=f"experiments accepted at once, waiting or running; past it, 503 (default: {MAX_QUEUE})")
-    args = parser.parse_args(list(argv))
+    return parser
+
+
+def serve_command(argv: Sequence[str]) -> int:
+    """``python -m scenarios.context_corrosion serve``."""
+    args = build_serve_parser().parse_args(list(argv))
     try:
         max_queue = int(args.max_queue)
         if max_queue < 1 or str(max_queue) != args.max_queue.strip():

@@ -17,7 +17,7 @@ from scenarios.llm_auction.analysis import (
 from scenarios.llm_auction.behaviour import make_behaviour
 from scenarios.llm_auction.config import AuctionConfig
 from scenarios.llm_auction.experiment import build
-from scenarios.llm_auction.kinds import KINDS
+from scenarios.llm_auction.kinds import KINDS, METRICS
 from simcore.api import Null, Scenario
 
 
@@ -44,6 +44,7 @@ SCENARIO = Scenario(
     compare=compare_arms,
     outcome=outcome,
     kinds=KINDS,
+    metrics=METRICS,
     null=Null(
         config={"confidence_signal": 0.0},
         why="stated confidence does not track correctness, so the auction cannot give the floor to the "

@@ -268,7 +268,8 @@ def summarize(results: dict[str, Any]) -> str:
         f"{ci} (Wilson 95%), majority reached {_fmt(m.get('majority_rate'))}",
         f"  private accuracy {shown(m.get('private_accuracy'), b.get('private_accuracy'), '.2f')}, "
         f"vote accuracy {shown(m.get('vote_accuracy'), b.get('vote_accuracy'), '.2f')}",
-        f"  cost/vignette ${_fmt(m.get('cost_per_vignette'), '.3f')}, mean reward "
+        f"  spend/vignette ${_fmt(m.get('spend_per_vignette'), '.3f')}, charged/vignette "
+        f"${_fmt(m.get('cost_per_vignette'), '.3f')}, mean reward "
         f"${_fmt(m.get('mean_reward'), '.3f')} per agent and vignette, participation "
         f"{shown(m.get('participation'), b.get('participation'), '.2f')}, unreadable replies {m.get('parse_errors')}",
     ]

@@ -15,6 +15,8 @@ directory, atomically::
                              mechanisms, every metric of COMPARED for every pair of
                              mechanisms (paired; simcore.analysis.stats), one family: Holm
                              across all metrics x mechanism pairs
+        summary.txt          the line the command prints first: each mechanism's pooled
+                             correctness and how many differences were significant
         trials.csv           one row per (mechanism, trial): seed, status, every metric
         vignette_results.csv, agent_round_results.csv, bid_data.csv,
         agent_summary.csv, simulation_summary.csv   the seed's tables, all trials
@@ -47,49 +49,44 @@ from scenarios.llm_auction.plots import (
 from simcore.api import (
     BackendConfigError,
     BackendSpec,
+    ComparisonRow,
     ConfigError,
     OneLineParser,
     Scenario,
     add_common_args,
     add_config_args,
     annotate,
-    arm_of,
+    apply_analysis_args,
+    atomic_write,
     backend_spec,
     check_before_work,
     check_run_id,
     close_backend,
     code_revision,
     compare_one,
-    compare_readability,
+    comparison_lines,
     decide,
-    decide_readability,
     derive_seed,
     describe,
     fail,
     figure,
     file_hashes,
-    interval_text,
     kind_of,
-    level_text,
-    levels_vary,
     new_run_id,
     package_versions,
     parse_seed,
     parse_trials,
-    percent,
     print_estimate,
     progress_bar,
     proportion_ci,
     readability_lines,
+    readability_of_runs,
     resolve_config,
-    row_notes,
-    row_scale,
     run_trial_async,
     scale_of,
     scenario_backend,
     staged_dir,
     utc_now,
-    verdict,
     write_json,
 )
 from simcore.api import (
@@ -214,10 +211,8 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
     rows = decide(pending, family=family, alpha=ALPHA)
     # Whether each pair's replies could be read equally often: a family of its own (Holm
     # across the mechanism pairs), so it changes no metric's decision.
-    reading = decide_readability({
-        (a, b): compare_readability([arm_of(x) for x, _ in ok], [arm_of(y) for _, y in ok], paired=True)
-        for (a, b), ok in paired.items()
-    }, family="mechanism pairs", alpha=ALPHA)
+    reading = readability_of_runs({(a, b): ([x for x, _ in ok], [y for _, y in ok]) for (a, b), ok in paired.items()},
+                                family="mechanism pairs", alpha=ALPHA)
     out = [{"a": a, "b": b, "n_pairs": len(paired[a, b]), **{key: rows[a, b, key] for key in COMPARED},
             "readability": reading[a, b]} for a, b in pairs]
     for p in out:  # the calibration's marks: on every pair that involves the confounded mechanism
@@ -225,15 +220,22 @@ def statistics(c: Comparison, scenario: Scenario) -> dict[str, Any]:
     return {"mechanisms": per_mech, "by_style": styles, "pairs": out}
 
 
-def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None) -> Path:
-    """Write the comparison directory (see the module docstring); returns its path."""
+def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_id: str | None = None,
+                     options: dict[str, str] | None = None) -> Path:
+    """Write the comparison directory (see the module docstring); returns its path.
+
+    ``options``: the analysis settings (:func:`simcore.api.apply_analysis_args`), recorded in the
+    manifest; with ``plots`` ``none`` no plot is drawn.
+    """
     run_id = check_run_id(run_id or f"compare-{new_run_id(c.seed)}")
     final = Path(out) / "llm_auction" / run_id
     with staged_dir(final) as stage:
         write_json(stage / "comparison.json", stats)
+        atomic_write(stage / HEADLINE_FILE, headline(stats) + "\n")
         c.trials.to_csv(stage / "trials.csv", index=False)
         if not c.frames["vignette_results"].empty:
             write_tables(stage, c.frames)
+        if not c.frames["vignette_results"].empty and (options or {}).get("plots") != "none":
             plots = stage / "plots"
             correctness_by_mechanism(c.frames["vignette_results"], plots / "correctness_by_mechanism.png",
                                      c.frames["agent_round_results"])
@@ -245,15 +247,38 @@ def write_comparison(c: Comparison, stats: dict[str, Any], out: str | Path, run_
             "scenario": "llm_auction", "command": "compare", "run_id": run_id, "seed": c.seed,
             "mechanisms": c.mechanisms, "trial_seeds": c.trial_seeds, "config": c.config.to_dict(),
             "backend": c.backend.to_dict(), "models": sorted({m for r in every for m in r.get("usage") or {}}),
-            "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in every),
+            "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in every), "options": options or {},
             "versions": package_versions(), "code_revision": code_revision(), "created_utc": utc_now(),
             "files": file_hashes(stage),
         })
     return final
 
 
+#: The file of a comparison directory that keeps :func:`headline` (the run browser opens its page with it).
+HEADLINE_FILE = "summary.txt"
+
+
+def headline(stats: dict[str, Any]) -> str:
+    """What the comparison found, in one line: each mechanism's pooled correctness and how many
+    differences between mechanisms were significant (the first line of :func:`report`)."""
+    mechs = stats["mechanisms"]
+    trials = {s["trials_ok"] + s["trials_failed"] for s in mechs.values()}
+    failed = sum(s["trials_failed"] for s in mechs.values())
+
+    def pooled(s: dict[str, Any]) -> str:
+        p = s["correctness_pooled"]
+        return "-" if p["rate"] is None else f"{p['rate']:.0%} ({p['k']}/{p['n']})"
+
+    decided = [p[key]["significant"] for p in stats["pairs"] for key in COMPARED
+               if isinstance(p[key].get("significant"), bool)]
+    return (f"llm_auction compare: {len(mechs)} mechanisms on {'/'.join(map(str, sorted(trials)))} shared trial "
+            f"seed(s){f', {failed} trials failed' if failed else ''}; correct (pooled): "
+            + ", ".join(f"{m} {pooled(s)}" for m, s in mechs.items())
+            + (f"; {sum(decided)} of {len(decided)} differences between mechanisms significant" if decided else ""))
+
+
 def report(stats: dict[str, Any]) -> str:
-    """A table for the terminal."""
+    """A table for the terminal, after :func:`headline`."""
 
     def ci(d: dict[str, Any] | None, fmt: str = ".2f") -> str:
         if not d or d.get("mean", d.get("rate")) is None:
@@ -264,7 +289,8 @@ def report(stats: dict[str, Any]) -> str:
             return figure(mid, fmt, unit)
         return f"{figure(mid, fmt, unit)} [{figure(d['ci_low'], fmt, unit)}, {figure(d['ci_high'], fmt, unit)}]"
 
-    lines = [f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
+    lines = [headline(stats), "",
+             f"{'mechanism':<16} {'correct (pooled)':<20} {'correct/trial':<20} {'spend/vignette $':<22} "
              f"{'reward/agent $':<22} participation"]
     for m, s in stats["mechanisms"].items():
         lines.append(
@@ -272,39 +298,13 @@ def report(stats: dict[str, Any]) -> str:
             f"{ci(s['spend_per_vignette_per_trial'], '.3f'):<22} {ci(s['mean_reward_per_trial'], '.3f'):<22} "
             f"{ci(s['participation_pooled'])}"
         )
-    rows = [(p, key, p[key]) for p in stats["pairs"] for key in COMPARED]
+    rows = [ComparisonRow(key, p[key], pair=f"{p['a']} - {p['b']} ({p['n_pairs']})")
+            for p in stats["pairs"] for key in COMPARED]
     if rows:
-        entries = [d for _, _, d in rows]
-        width = max(len(key) for key in COMPARED) + 2
-        arms = [f"{p['a']} - {p['b']} ({p['n_pairs']})" for p, _, _ in rows]
-        tests = [d.get("test") or "-" for d in entries]
-        intervals = [interval_text(d, "+.3f") for d in entries]
-        vary = levels_vary(entries)
-        aw, tw, iw = max(map(len, arms)) + 2, max(map(len, tests)) + 2, max(18, *(len(t) + 2 for t in intervals))
-        lines += ["", "between mechanisms, a - b (pairs by trial seed); "
-                      f"{level_text(entries) or 'no intervals'}:",
-                  f"  {'metric':<{width}}{'a - b':<{aw}}{'difference':>10}  {'interval':<{iw}}"
-                  + (f"{'level':>8}  " if vary else "") + f"{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
-        confounded = {}
-        for (p, key, d), arm, test, interval in zip(rows, arms, tests, intervals):
-            if (d.get("calibration") or {}).get("confounded"):
-                confounded[key] = d["calibration"]["reason"]
-            notes = row_notes(d)
-            lines.append(
-                f"  {key:<{width}}{arm:<{aw}}{figure(d['delta_mean'], '+.3f', row_scale(d)):>10}  {interval:<{iw}}"
-                + (f"{percent(d['ci_level']) if d.get('ci_level') else '':>8}  " if vary else "")
-                + f"{test:<{tw}}{_p(d.get('p_value')):>8}{_p(d.get('p_adjusted')):>8}  {verdict(d)}"
-                + (f"  ({'; '.join(notes)})" if notes else "")
-            )
-        lines.append(f"decided by: {rows[0][2]['decided_by']}")
-        lines += [f"CONFOUNDED UNDER THE NULL: {key}: {why}" for key, why in confounded.items()]
+        lines += ["", *comparison_lines("between mechanisms, a - b (pairs by trial seed)", rows)]
         for p in stats["pairs"]:
-            lines += readability_lines(p.get("readability"), p["a"], p["b"], indent=f"{p['a']} - {p['b']}: ")
+            lines += readability_lines(p.get("readability"), p["a"], p["b"], indent=f"  {p['a']} - {p['b']}: ")
     return "\n".join(lines)
-
-
-def _p(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2g}"
 
 
 def build_parser() -> OneLineParser:
@@ -345,6 +345,7 @@ def main(scenario: Scenario, argv: Sequence[str]) -> int:
             raise ConfigError("mechanism: compare runs several mechanisms; use --mechanisms")
         cfg = resolve_config(AuctionConfig, args)
         spec = backend_spec(args)
+        options = apply_analysis_args(args, "all")
         if args.estimate:
             runs = [(cfg.replace(mechanism=m), s) for s in trial_seeds(seed, n) for m in mechanisms]
             return print_estimate(scenario, runs, spec, as_json=args.json)
@@ -356,7 +357,7 @@ def main(scenario: Scenario, argv: Sequence[str]) -> int:
     except (ConfigError, BackendConfigError) as exc:
         fail(str(exc))
     stats = statistics(c, scenario)
-    out = write_comparison(c, stats, args.out)
+    out = write_comparison(c, stats, args.out, options=options)
     if args.json:
         print(json.dumps({**stats, "run_dir": str(out)}, indent=2, sort_keys=True, default=str))
     else:

@@ -34,6 +34,7 @@ from typing import Any
 
 from simcore.api import (
     CASSETTE_FILE,
+    PAIR_METRICS,
     REUSE,
     UNAVAILABLE,
     Backend,
@@ -142,6 +143,7 @@ def variant(name: str) -> Scenario:
         write_artifacts=_write_artifacts,
         trial=functools.partial(_trial, name),
         kinds=KINDS,
+        metrics=PAIR_METRICS,
     )
     _scenarios[name] = scenario
     return scenario

@@ -6,6 +6,7 @@ the CLI. ``SCENARIO`` is what the framework runs.
 
 from scenarios.veil_of_ignorance.analysis import (
     KINDS,
+    METRICS,
     analyze,
     outcome,
     summarize,
@@ -33,6 +34,7 @@ SCENARIO = Scenario(
     write_artifacts=write_artifacts,
     outcome=outcome,
     kinds=KINDS,
+    metrics=METRICS,
     null=Null(
         config={"persuasion": 0.0},
         why="nothing anyone says moves anyone, so ratings after the talk equal those before",

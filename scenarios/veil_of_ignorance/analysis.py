@@ -42,6 +42,7 @@ from scenarios.veil_of_ignorance.principles import (
     choice_from_key,
 )
 from simcore.api import (
+    Metric,
     World,
     basis,
     category,
@@ -65,6 +66,58 @@ KINDS = {
     "chosen_amount": continuous(0), "mean_income": continuous(0), "min_income": continuous(0),
     "rounds_taken": count(), "invalid_choices": count(), "parse_errors": count(), "n_agents": count(),
     "deliberation_time": continuous(0), "sim_time_end": continuous(0),
+}
+
+#: How people read each metric (``Scenario.metrics``); the key ones head every page about a run.
+METRICS = {
+    "consensus_reached": Metric(
+        "consensus", "Whether the group agreed on one principle (and amount) before running out of rounds.",
+        key=True),
+    "chosen_principle": Metric(
+        "chosen principle", "The principle the group agreed on (none without consensus).", key=True),
+    "chosen_amount": Metric(
+        "chosen amount", "The floor or range amount the agreed principle names, in dollars (none for the "
+        "two principles without one).", unit="USD", key=True),
+    "agreement_last_round": Metric(
+        "agreement, last round", "Share of agents holding the most common choice (principle and amount) "
+        "in the last round of deliberation.", percent=True, key=True),
+    "rounds_taken": Metric("rounds", "Rounds of deliberation held before consensus or the round limit.",
+                           key=True),
+    "agreement_first_round": Metric(
+        "agreement, first round", "Share of agents holding the most common choice (principle and amount) "
+        "in the first round.", percent=True),
+    "principle_agreement_last_round": Metric(
+        "principle agreement, last round", "Share of agents on the most common principle in the last "
+        "round, amounts ignored.", percent=True),
+    "likert_shift_mean": Metric(
+        "mean Likert shift", "Final minus initial rating (1 strongly disagree to 4 strongly agree), "
+        "averaged over agents and the four principles."),
+    "likert_abs_shift_mean": Metric(
+        "mean absolute Likert shift", "How far ratings moved, whatever the direction: the mean of "
+        "|final - initial| over agents and principles."),
+    "likert_shift_*": Metric(
+        "Likert shift", "Final minus initial rating of one principle (the last part of its name), averaged "
+        "over the agents that rated it readably both times."),
+    "likert_initial_*": Metric(
+        "initial rating", "Mean rating of one principle (1 strongly disagree to 4 strongly agree) before "
+        "deliberation."),
+    "likert_final_*": Metric(
+        "final rating", "Mean rating of one principle (1 strongly disagree to 4 strongly agree) after "
+        "deliberation."),
+    "end_reason": Metric("end", "Why deliberation ended: consensus, max_rounds or timeout."),
+    "distribution": Metric("distribution", "The income distribution the veil applied."),
+    "fallback": Metric(
+        "random fallback", "Whether the veil drew a distribution at random because no principle was agreed."),
+    "constraint_met": Metric(
+        "constraint met", "Whether the applied distribution satisfies the agreed floor or range."),
+    "mean_income": Metric("mean income", "The agents' mean income under the veil, in dollars.", unit="USD"),
+    "min_income": Metric("lowest income", "The lowest income an agent drew under the veil, in dollars.",
+                         unit="USD"),
+    "invalid_choices": Metric("invalid choices", "Deliberation turns without a usable choice (abstentions)."),
+    "parse_errors": Metric("unreadable replies", "Replies that stayed unreadable after any re-ask."),
+    "n_agents": Metric("agents", "Agents in the group."),
+    "deliberation_time": Metric("deliberation time", "Simulated time the deliberation took.", unit="s"),
+    "sim_time_end": Metric("simulated time", "Simulated time at the end of the run.", unit="s"),
 }
 
 

@@ -224,9 +224,23 @@ def _decided(records: Mapping[Any, dict[str, Any]], family: str, alpha: float, m
     return out
 
 
-def one(a: Sequence[Arm], b: Sequence[Arm], *, paired: bool, alpha: float = ALPHA) -> dict[str, Any]:
-    """A comparison's readability record, its test a family of one (:func:`compare`, :func:`decide`)."""
-    return decide({0: compare(a, b, paired=paired)}, alpha=alpha)[0]
+Runs = Sequence[Arm | Mapping[str, Any]]  # each run as its Arm, or its results (read by arm_of)
+
+
+def of_runs(comparisons: Mapping[Any, tuple[Runs, Runs]], *, paired: bool = True, family: str = "comparisons",
+          alpha: float = ALPHA) -> dict[Any, dict[str, Any]]:
+    """The readability records of a command's comparisons, one family (:func:`compare` for each,
+    then :func:`decide`): comparison key -> (arm A's runs, arm B's runs)."""
+    def arms(runs: Runs) -> list[Arm]:
+        return [r if isinstance(r, Arm) else arm_of(r) for r in runs]
+
+    return decide({k: compare(arms(a), arms(b), paired=paired) for k, (a, b) in comparisons.items()},
+                  family=family, alpha=alpha)
+
+
+def one(a: Runs, b: Runs, *, paired: bool, alpha: float = ALPHA) -> dict[str, Any]:
+    """A comparison's readability record, its test a family of one (:func:`of_runs`)."""
+    return of_runs({0: (a, b)}, paired=paired, alpha=alpha)[0]
 
 
 def readability_lines(record: Mapping[str, Any] | None, a: str = "a", b: str = "b", indent: str = "  ") -> list[str]:

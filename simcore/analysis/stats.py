@@ -388,7 +388,8 @@ def mcnemar_exact_ci(both: int, only_a: int, only_b: int, neither: int,
     Conditional on the m discordant pairs: the Clopper-Pearson interval of the share
     of them that favour a, mapped to a difference at the observed discordance m/n. It
     excludes 0 exactly when :func:`mcnemar_exact` gives p < 1 - level; it ignores the
-    uncertainty of the discordance itself, so :func:`paired_proportion_ci` widens it.
+    uncertainty of the discordance itself, so a paired comparison (:func:`compare_one`) widens
+    it to its hull with :func:`newcombe_paired_ci`.
     """
     from scipy import stats as sps
 
@@ -399,19 +400,6 @@ def mcnemar_exact_ci(both: int, only_a: int, only_b: int, neither: int,
     lo = float(sps.beta.ppf(tail, only_a, only_b + 1)) if only_a else 0.0
     hi = float(sps.beta.ppf(1 - tail, only_a + 1, only_b)) if only_b else 1.0
     return m / n * (2 * lo - 1), m / n * (2 * hi - 1)
-
-
-def paired_proportion_ci(both: int, only_a: int, only_b: int, neither: int,
-                         level: float = LEVEL) -> tuple[float, float]:
-    """The interval of p_a - p_b for paired yes/no outcomes: the hull of Newcombe's paired
-    score interval and the exact McNemar interval, inside [-1, 1].
-
-    It covers at least as often as Newcombe's, and it excludes 0 only where the exact
-    McNemar test rejects (Newcombe's alone excludes 0 from 2 pairs of 2 at 95%).
-    """
-    n_lo, n_hi = newcombe_paired_ci(both, only_a, only_b, neither, level)
-    e_lo, e_hi = mcnemar_exact_ci(both, only_a, only_b, neither, level)
-    return min(n_lo, e_lo), max(n_hi, e_hi)
 
 
 def _binomial_p(k: int, m: int, theta: float) -> float:
@@ -683,17 +671,6 @@ def _welch(x: np.ndarray, y: np.ndarray) -> Welch | None:
     va, vb = _std(x) ** 2 / len(x), _std(y) ** 2 / len(y)  # type: ignore[operator]
     df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     return Welch(_mean(x) - _mean(y), math.sqrt(va + vb), df, s)
-
-
-def welch(a: Sequence[Any], b: Sequence[Any]) -> dict[str, float | None]:
-    """Welch's unequal-variance t-test of a against b: t, df and two-sided p.
-
-    Undefined (all None) with fewer than 2 values in an arm or no variance in either.
-    """
-    w = _welch(np.sort(clean(a)), np.sort(clean(b)))
-    if w is None:
-        return {"t_statistic": None, "df": None, "p_value": None}
-    return {"t_statistic": _f(w.difference / w.se), "df": _f(w.df), "p_value": _f(w.p_at(0.0))}
 
 
 def constant_arms_p(a: Sequence[Any], b: Sequence[Any]) -> float:

@@ -20,6 +20,7 @@ other JSON files   :func:`read_record`, :func:`read_jsonl`    ``files`` hash, to
 a ledger line      :func:`read_ledger_line`                   its schema
 calibration.json   :func:`read_calibration`                   its schema, each metric's row
 sweep.json         :func:`read_sweep_definition`              its schema
+heartbeat.json     :func:`read_heartbeat`                     its schema
 a comparison       :func:`read_comparison`                    both files' schemas
 =================  =========================================  ==========================
 
@@ -45,6 +46,7 @@ import numpy as np
 
 from backends.cassette import check_cassette
 from backends.errors import DamagedFile
+from simcore.base.heartbeat import HEARTBEAT, STATES
 from simcore.base.rng import MAX_SEED
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "read_cassette",
     "read_comparison",
     "read_embeddings",
+    "read_heartbeat",
     "read_jsonl",
     "read_ledger_line",
     "read_manifest",
@@ -250,6 +253,7 @@ BACKEND_SCHEMA: dict[str, Check] = {"name": TEXT, "model": TEXT, "base_url": _op
 # hash checks the field carries), so a new field must be added here too.
 MANIFEST_FIELDS = frozenset({
     *MANIFEST_SCHEMA, "models", "versions", "code_revision", "created_utc", "perturbation", "embeddings", "files",
+    "sent", "options", "resumed_from",
 })
 
 
@@ -266,7 +270,8 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
         raise DamagedFile(path, f"{unknown[0]!r} is not a manifest field")
     _check(path, data, MANIFEST_SCHEMA)
     _check(path, data["backend"], BACKEND_SCHEMA, required=False, prefix="backend.")
-    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT}, required=False)
+    _check(path, data, {"perturbation": _optional(STRING), "files": OBJECT, "sent": OBJECT, "options": OBJECT,
+                        "resumed_from": STRING}, required=False)
     for name, digest in data.get("files", {}).items():
         if name.startswith("/") or ".." in name.split("/"):
             raise DamagedFile(path, f"files: {name!r} is not a path inside the run directory")
@@ -450,7 +455,10 @@ LEDGER_OPTIONAL: dict[str, Check] = {
     "cost_usd": NUMBER,
     "wall_s": _optional(NUMBER),
     "total_s": _optional(NUMBER),
+    "readability": OBJECT,
 }
+# A trial's replies as the readability test reads them (simcore.analysis.readability.Arm).
+LEDGER_READABILITY: dict[str, Check] = {"replies": INDEX, "unreadable": INDEX, "slots": _optional(OBJECT)}
 
 
 def read_ledger_line(line: str, where: str | Path) -> dict[str, Any]:
@@ -471,6 +479,8 @@ def read_ledger_line(line: str, where: str | Path) -> dict[str, Any]:
         raise DamagedFile(where, f"must hold a JSON object, holds {type(row).__name__}")
     _check(Path(where), row, LEDGER_SCHEMA)
     _check(Path(where), row, LEDGER_OPTIONAL, required=False)
+    if "readability" in row:
+        _check(Path(where), row["readability"], LEDGER_READABILITY, prefix="readability.")
     return row
 
 
@@ -494,6 +504,28 @@ def read_sweep_definition(sweep_dir: str | Path) -> dict[str, Any] | None:
     _check(path, data, SWEEP_SCHEMA)
     _check(path, data["definition"], DEFINITION_SCHEMA, prefix="definition.")
     return data["definition"]
+
+
+HEARTBEAT_SCHEMA: dict[str, Check] = {
+    "kind": TEXT, "state": (lambda v: v in STATES, f"one of {', '.join(STATES)}"),
+    "started": NUMBER, "beat": NUMBER, "beat_s": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+    "last_trial": _optional(NUMBER), "total": INDEX, "written": INDEX, "failed": INDEX, "written_at_start": INDEX,
+}
+
+
+def read_heartbeat(directory: str | Path) -> dict[str, Any] | None:
+    """A running sweep's or group's ``heartbeat.json`` (:mod:`simcore.base.heartbeat`), or None without one.
+
+    Raises:
+        DamagedFile: when the file exists but is damaged (a torn write cannot happen: it is
+            replaced atomically).
+    """
+    path = Path(directory) / HEARTBEAT
+    if not path.is_file():
+        return None
+    data = _json_object(path)
+    _check(path, data, HEARTBEAT_SCHEMA)
+    return data
 
 
 RATE: Check = (lambda v: v is None or (_is_number(v) and 0 <= v <= 1), "a number from 0 to 1 or null")

@@ -53,10 +53,23 @@ class _Worker(threading.Thread):
         self.finished = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        # An interrupt is sent only while run() is inside its try: one that landed between the
+        # thread's start and run(), or after the work, killed the thread before it could say it
+        # had finished, and the caller waited for ever.
+        self._gate = threading.Lock()
+        self._entered = self._cancelled = self._done = False
 
     def run(self) -> None:
         try:
-            self.result = self._call()
+            try:
+                with self._gate:
+                    self._entered = True
+                    if self._cancelled:
+                        raise KeyboardInterrupt
+                self.result = self._call()
+            finally:
+                with self._gate:
+                    self._done = True
         except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
             self.error = exc
         finally:
@@ -66,8 +79,11 @@ class _Worker(threading.Thread):
 
     def interrupt(self) -> None:
         """Raise ``KeyboardInterrupt`` in the worker (at its next Python instruction)."""
-        if self.ident is not None and not self.finished.is_set():
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(KeyboardInterrupt))
+        with self._gate:
+            if not self._entered:
+                self._cancelled = True  # run() raises it as it starts
+            elif not self._done:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.ident), ctypes.py_object(KeyboardInterrupt))
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -91,16 +107,18 @@ def call_outside_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             if not launched:
                 launched = True
                 worker.start()  # inside the try: an interrupt may come while it starts
-            # In slices: a signal that lands on another thread is handled here within one.
+            # In slices: a signal that lands on another thread is handled here within one. (Not
+            # join(): an interrupted join can leave is_alive() false while the thread still runs.)
             while not worker.finished.wait(0.1):
                 pass
             break
         except KeyboardInterrupt:
-            if not worker.is_alive() and not worker.finished.is_set():
-                raise  # it never started: nothing to stop
-            # Passed on, then waited for: the work must stop (and tidy up) before the caller goes on.
+            # Passed on, then waited for: the work must stop (and tidy up) before the caller goes
+            # on. A worker that has not reached its work yet never starts it.
             interrupted = True
             worker.interrupt()
+            if not worker.is_alive() and not worker.finished.is_set():
+                raise  # not started yet: nothing runs, nothing to wait for
     if interrupted and worker.error is None:
         raise KeyboardInterrupt
     return worker.outcome()

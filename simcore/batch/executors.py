@@ -435,6 +435,9 @@ def run_dask(ctx: WorkerContext, dispatcher: Dispatcher, workers: int, address: 
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            # No dashboard, but the scheduler's HTTP server (health routes) still listens: on a
+            # port the OS picks, not 8787, which another cluster may hold (dask then warns).
+            scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=logging.WARNING,
         )
         client = Client(cluster)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from backends.base import canonical_json
 from simcore.analysis import readability, stats
+from simcore.analysis.comparison_table import ComparisonRow, comparison_lines
 from simcore.analysis.metric_kinds import Kind, kind_of, proportion
 from simcore.analysis.plots import save_figure
 from simcore.analysis.resolution import at_resolution, figure
@@ -166,8 +167,10 @@ def _describe(kinds: Mapping[str, Kind], column: pd.Series) -> stats.Summary:
     return stats.describe(values, kind=kind_of(kinds, str(column.name)[len(METRIC_PREFIX):]))
 
 
-def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, Any]:
-    """Per-cell, per-condition descriptive statistics and condition comparisons."""
+def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path,
+              indexed: Mapping[str, readability.Arm] | None = None) -> dict[str, Any]:
+    """Per-cell, per-condition descriptive statistics and condition comparisons (``indexed``: each
+    trial's replies by its run directory, from the sweep's index; see :func:`indexed_arms`)."""
     metrics = metric_columns(df, plan)
     of_metric = sweep_metric_kinds(plan, df, sweep_dir, metrics)
     groups = []
@@ -204,8 +207,15 @@ def summarize(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path) -> dict[str, A
         "warnings": quality.warnings(quality_of(df)),
         "failures": failures,
         "groups": groups,
-        "comparisons": compare_conditions(plan, df, sweep_dir, metrics, of_metric),
+        "comparisons": compare_conditions(plan, df, sweep_dir, metrics, of_metric, indexed),
     })
+
+
+def indexed_arms(finished: Mapping[int, Mapping[str, Any]]) -> dict[str, readability.Arm]:
+    """Each finished trial's replies by its run directory, as its index line (``ledger.jsonl``)
+    recorded them (:func:`simcore.batch.worker.outcome`); a line written before it did has none."""
+    return {row["run_dir"]: readability.Arm(**row["readability"]) for row in finished.values()
+            if row.get("run_dir") and isinstance(row.get("readability"), Mapping)}
 
 
 def quality_of(df: pd.DataFrame) -> dict[str, dict[str, int]]:
@@ -219,11 +229,13 @@ def quality_of(df: pd.DataFrame) -> dict[str, dict[str, int]]:
 
 
 def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metrics: list[str],
-                       kinds: Mapping[str, Kind] | None = None) -> list[dict[str, Any]]:
+                       kinds: Mapping[str, Kind] | None = None,
+                       indexed: Mapping[str, readability.Arm] | None = None) -> list[dict[str, Any]]:
     """Compare each condition with the first one, within every cell, on matched trials
     (each metric tested as its kind in ``kinds`` calls for; default: the declared ones),
     and test whether the two conditions' replies could be read equally often
-    (``readability``, :mod:`simcore.analysis.readability`).
+    (``readability``, :mod:`simcore.analysis.readability`, from ``indexed``: each trial's
+    replies by its run directory, as the sweep's index recorded them).
 
     Only trials whose every compared condition finished "ok" are used, so the two
     lists stay paired by trial seed.
@@ -252,13 +264,17 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                 entry["not_compared"] = "no trial finished ok in both conditions"
                 out.append(entry)
                 continue
+            # The readability test reads what each trial's index line recorded; only a scenario's own
+            # comparison, or a trial recorded before the index held it, needs its results.json.
+            runs_a, runs_b = _indexed(indexed, a["run_dir"]), _indexed(indexed, b["run_dir"])
             res_a = res_b = read_error = None
-            try:
-                res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
-                res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
-            except Exception as exc:  # noqa: BLE001 - a damaged run must not lose the sweep
-                res_a = res_b = None
-                read_error = f"{type(exc).__name__}: {exc}"
+            if plan.scenario.compare is not None or runs_a is None or runs_b is None:
+                try:
+                    res_a = [read_run(sweep_dir / d, trace=False).results for d in a["run_dir"]]
+                    res_b = [read_run(sweep_dir / d, trace=False).results for d in b["run_dir"]]
+                except Exception as exc:  # noqa: BLE001 - a damaged run must not lose the sweep
+                    res_a = res_b = None
+                    read_error = f"{type(exc).__name__}: {exc}"
             if plan.scenario.compare is not None:
                 entry["method"] = "scenario"
                 if read_error is not None:
@@ -274,14 +290,21 @@ def compare_conditions(plan: SweepPlan, df: pd.DataFrame, sweep_dir: Path, metri
                     a, b, metrics, seed=derive_seed(plan.seed, f"bootstrap:{cell}:{k}"),
                     kinds=plan.scenario.declared_kinds() if kinds is None else kinds,
                 )
-            if res_a is not None and res_b is not None:
-                entry["readability"] = readability.one([readability.arm_of(r) for r in res_a],
-                                                       [readability.arm_of(r) for r in res_b], paired=True)
+            if runs_a is None or runs_b is None:
+                runs_a, runs_b = res_a, res_b
+            if runs_a is not None and runs_b is not None:
+                entry["readability"] = readability.one(runs_a, runs_b, paired=True)
             arms = condition_arms(plan, k)
             if arms is not None and "result" in entry:
                 annotate(plan.scenario, entry["result"].get("difference_summary", entry["result"]), arms=arms)
             out.append(entry)
     return out
+
+
+def _indexed(indexed: Mapping[str, readability.Arm] | None, run_dirs: pd.Series) -> list[readability.Arm] | None:
+    """The trials' replies as their index lines recorded them, or None where one has none."""
+    found = [indexed.get(d) for d in run_dirs] if indexed else [None]
+    return None if any(a is None for a in found) else found  # type: ignore[return-value]
 
 
 def condition_arms(plan: SweepPlan, k: int) -> tuple[Any, Any] | None:
@@ -459,16 +482,18 @@ def format_summary(plan: SweepPlan, summary: Mapping[str, Any], verbose: bool = 
     """
     if verbose:
         return format_details(plan, summary)
-    lines = [_headline(summary)]
+    lines = [headline(summary)]
     lines += _means_table(plan, summary)
-    lines += _comparison_lines(summary)
+    lines += _comparisons(summary)
     lines += format_failures(summary)
     if summary.get("parse_quality"):
         lines += [""] + quality.summary_lines(summary["parse_quality"])
     return "\n".join(lines)
 
 
-def _headline(summary: Mapping[str, Any]) -> str:
+def headline(summary: Mapping[str, Any]) -> str:
+    """What a sweep's report says first: the trials planned and how they ended, calls, tokens and
+    cost (the run browser opens a sweep's page with it)."""
     # (a summary written before calls were counted has none)
     usage = [f"calls {summary['calls']:,}"] if "calls" in summary else []
     usage += [f"tokens {summary['tokens']:,}", f"cost ${summary['cost_usd']:.4f}"]
@@ -521,10 +546,9 @@ def comparison_entries(comparison: Mapping[str, Any]) -> tuple[dict[str, Mapping
     return entries, interpretation if isinstance(interpretation, str) else None
 
 
-def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
-    """Each comparison, one row per metric: the difference a - b, its interval (at the
-    level of the Holm step that decided it), the test and its raw p, the adjusted p and
-    the decision; then whether the conditions' replies could be read equally often."""
+def _comparisons(summary: Mapping[str, Any]) -> list[str]:
+    """Each comparison as a table (:func:`~simcore.analysis.comparison_table.comparison_lines`), then
+    whether the conditions' replies could be read equally often, and the scenario's interpretation."""
     lines: list[str] = []
     for c in summary["comparisons"]:
         head = f"{_cell_name(c['params'])}: {c['a']} - {c['b']} ({c['n_pairs']} pairs by trial seed)"
@@ -535,29 +559,7 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
         entries, interpretation = comparison_entries(c)
         if not entries:
             continue
-        width = max(len(m) for m in entries) + 2
-        tests = {m: d.get("test") or "-" for m, d in entries.items()}
-        tw = max(len(t) for t in tests.values()) + 2
-        intervals = {m: stats.interval_text(d) for m, d in entries.items()}
-        iw = max(20, *(len(t) + 2 for t in intervals.values()))
-        vary = stats.levels_vary(list(entries.values()))
-        level = stats.level_text(list(entries.values()))
-        lines += ["", head + (f"; {level}" if level else ""),
-                  f"  {'metric':<{width}}{'a - b':>9}  {'interval':<{iw}}" + (f"{'level':>8}  " if vary else "")
-                  + f"{'test':<{tw}}{'p':>8}{'adj. p':>8}  decision"]
-        rule = None
-        for metric, d in entries.items():
-            rule = rule or d.get("decided_by")
-            notes = stats.row_notes(d)
-            lines.append(
-                f"  {metric:<{width}}{figure(d.get('delta_mean'), '+.3g', stats.row_scale(d)):>9}  "
-                f"{intervals[metric]:<{iw}}"
-                + (f"{stats.percent(d['ci_level']) if d.get('ci_level') else '':>8}  " if vary else "")
-                + f"{tests[metric]:<{tw}}{figure(d.get('p_value'), '.2g'):>8}{figure(stats.decision_p(d), '.2g'):>8}  "
-                f"{stats.verdict(d)}" + (f" ({'; '.join(notes)})" if notes else "")
-            )
-        if rule:
-            lines.append(f"  decided by: {rule}")
+        lines += ["", *comparison_lines(head, [ComparisonRow(m, d) for m, d in entries.items()])]
         lines += readability.readability_lines(c.get("readability"), c["a"], c["b"])
         if interpretation:
             lines.append(f"  {interpretation}")
@@ -567,7 +569,7 @@ def _comparison_lines(summary: Mapping[str, Any]) -> list[str]:
 def format_details(plan: SweepPlan, summary: Mapping[str, Any]) -> str:
     """The full report (``--verbose``): the long summary table, every generic comparison
     column and every field of the scenario's own comparisons."""
-    lines = [_headline(summary), ""]
+    lines = [headline(summary), ""]
     table = summary_frame(plan, summary)
     if not table.empty:
         lines.append(table.drop(columns=["cell"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -23,9 +23,10 @@ from backends.registry import (
     default_concurrency,
     missing_key,
 )
-from simcore.analysis import embeddings
+from simcore.analysis import embeddings, settings
 from simcore.analysis.encoder_service import EncoderService, use_service
 from simcore.base.config import Config, ConfigError
+from simcore.base.heartbeat import Heartbeat
 from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.batch.breakers import BreakerBoard
@@ -37,7 +38,13 @@ from simcore.batch.executors import (
     run_with,
 )
 from simcore.batch.plan import SweepPlan, TrialJob, build_plan, check_buildable
-from simcore.batch.report import build_table, finish_command, summarize, write_outputs
+from simcore.batch.report import (
+    build_table,
+    finish_command,
+    indexed_arms,
+    summarize,
+    write_outputs,
+)
 from simcore.batch.store import SweepStore, finished_summary
 from simcore.batch.worker import WorkerContext
 from simcore.runs.estimate import estimate
@@ -289,6 +296,9 @@ def run_sweep(
     finished = store.open()
     board = BreakerBoard(store.path)
     board.clear()
+    heartbeat = Heartbeat(store.path, "sweep", len(plan.jobs), len(finished),
+                          sum(r["status"] != "ok" for r in finished.values()))
+    ended = "failed"
     try:
         for note in store.notes:
             say(f"resume: {note}")
@@ -318,6 +328,7 @@ def run_sweep(
 
         def on_done(job: TrialJob, row: dict[str, Any]) -> None:
             bar.done(store.append(row))
+            heartbeat.trial(row["status"] == "ok")
 
         dispatcher = Dispatcher(todo_groups, on_done, budget, fail_fast, max_failed=max_failed_trials,
                                 paused=board.paused, batch=store.batch)
@@ -365,7 +376,7 @@ def run_sweep(
                 f"{n_skipped} trials skipped")
 
         df = build_table(plan, finished, unrun)
-        summary = summarize(plan, df, store.path)
+        summary = summarize(plan, df, store.path, indexed_arms(finished))
         summary["timing"] = {
             "executor": executor,
             "workers": {"local": workers, "dask": None if address else workers}.get(executor, 1),
@@ -374,6 +385,12 @@ def run_sweep(
             "trials_rerun": sum(1 for i in store.rerun if i in dispatcher.dispatched),
             "stopped": None if stopped is None else f"{type(stopped).__name__}: {stopped}",
             "pace": pace,
+        }
+        # How this pass ran, beyond the sweep's definition: the execution flags and the analysis settings.
+        summary["options"] = {
+            "executor": executor, "workers": workers, "address": address, "concurrency": concurrency,
+            "encoder": encoder, "trial_timeout_s": trial_timeout_s, "max_failed_trials": max_failed_trials,
+            "fail_fast": fail_fast, "resume": resume, "keep_failed": keep_failed, "plot": plot, **settings.recorded(),
         }
         summary["attempts"] = sum(store.attempts.values())
         summary["spent_usd"] = store.spent_usd
@@ -388,7 +405,9 @@ def run_sweep(
                 flags += ["--budget-usd", f"{math.ceil(need * 1.1 * 100) / 100:.2f}"]
             summary["finish_command"] = finish_command(plan.scenario.name, store.path, flags)
         files = write_outputs(plan, df, summary, store.path, plot=plot)
+        ended = "finished" if stopped is None else "interrupted"
     finally:
+        heartbeat.close(ended)
         board.clear()
         store.close()
     df.attrs.update(sweep_dir=str(store.path), summary={**summary, "files": files}, files=files)

@@ -20,6 +20,7 @@ This module imports no pandas or matplotlib, to keep worker start-up light.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -50,6 +51,7 @@ from backends.errors import (
 from backends.registry import BackendSpec, make_backend
 from simcore.analysis import embeddings, encoder_service
 from simcore.analysis.basis import shares
+from simcore.analysis.readability import arm_of
 from simcore.base.files import DamagedFile, read_record, read_run
 from simcore.batch.breakers import BreakerBoard
 from simcore.batch.plan import TrialJob
@@ -332,6 +334,8 @@ def outcome(job: TrialJob, results: Mapping[str, Any], wall_s: float | None, tot
         "metrics": scalar_metrics(results.get("metrics") or {}),
         # What the metrics rest on: readable share per metric, and how replies were read.
         "quality": {**shares(results.get("basis") or {}), **quality.columns(results.get("parse_quality") or {})},
+        # The replies as the readability test reads them, so that the summary reads no run again.
+        "readability": dataclasses.asdict(arm_of(results)),
         "calls": total["calls"],
         "llm_errors": total["errors"],
         "prompt_tokens": total["prompt_tokens"],

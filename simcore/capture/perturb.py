@@ -30,8 +30,9 @@ counts the calls that match its selector when they are made.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from simcore.base.config import ConfigError
 from simcore.perturbation.operators import (

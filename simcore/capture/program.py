@@ -1,10 +1,12 @@
 """Running an external program once, pointed at the capture proxy.
 
 The program gets the proxy's URL (ending in ``/v1``) in ``OPENAI_BASE_URL`` (and
-``OPENAI_API_BASE``, ``SIMCORE_CAPTURE_URL``), the run's seed in ``SIMCORE_SEED``,
-and ``{base_url}`` in its arguments replaced by the URL, for programs that take it
-as a flag. ``OPENAI_API_KEY`` is set to a placeholder when the environment has
-none (clients refuse to start without one; the stub and local servers need none).
+``OPENAI_API_BASE``, ``SIMCORE_CAPTURE_URL``), the same without ``/v1`` in
+``ANTHROPIC_BASE_URL`` (the Anthropic SDK adds ``/v1/messages``), the run's seed in
+``SIMCORE_SEED``, and ``{base_url}`` in its arguments replaced by the URL, for
+programs that take it as a flag. ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` are
+set to a placeholder when the environment has no key for the SDK (clients refuse
+to start without one; the stub and local servers need none).
 
 Its final answer is what it prints on stdout (stripped), or the text of the file
 ``answer`` names, if the run wrote it (a file the run left untouched is no answer).
@@ -14,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 PLACEHOLDER_KEY = "simcore-capture"
 URL_MARK = "{base_url}"
@@ -59,8 +61,10 @@ async def run_program(argv: Sequence[str], base_url: str, seed: int, answer: str
     """Run ``argv`` to its end (or the time limit) against the proxy at ``base_url``."""
     env = dict(os.environ)
     env.update(OPENAI_BASE_URL=base_url, OPENAI_API_BASE=base_url, SIMCORE_CAPTURE_URL=base_url,
-               SIMCORE_SEED=str(seed))
+               ANTHROPIC_BASE_URL=base_url.removesuffix("/v1"), SIMCORE_SEED=str(seed))
     env.setdefault("OPENAI_API_KEY", PLACEHOLDER_KEY)
+    if not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
+        env["ANTHROPIC_API_KEY"] = PLACEHOLDER_KEY
     target = None if answer == "stdout" else Path(answer)
     before = _stamp(target) if target is not None else None
     try:
@@ -73,7 +77,7 @@ async def run_program(argv: Sequence[str], base_url: str, seed: int, answer: str
     timed_out = False
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         timed_out = True
         proc.kill()
         out, err = await proc.communicate()

@@ -7,8 +7,11 @@ Events (``kind|agent|fields``; the signature is structure, never content):
   ``messages`` (how many the request holds), ``role`` (of its last message:
   ``user``, ``tool`` ...), and, when given, ``tools`` (the tools offered,
   comma-separated), ``format`` (the ``response_format`` type) and ``phase`` (the
-  ``X-Simcore-Phase`` header). Payload: ``max_tokens`` and ``request`` (the key of
-  the request in the run's cassette). The message count places a call in its
+  ``X-Simcore-Phase`` header), all read from the call's chat-completions view
+  (:meth:`~simcore.capture.wire.Api.to_chat`), so a call means the same in every
+  API. Payload: ``api`` (``chat``, ``responses`` or ``messages``), ``max_tokens``,
+  ``request`` (the key of the request in the run's cassette) and, for a streamed
+  call, ``stream``. The message count places a call in its
   conversation, so that the alignment tells a program's third call from its
   first, which would otherwise have the same signature; a conversation that grows
   by an extra exchange makes every later call differ, as its context does.
@@ -30,8 +33,9 @@ upstream's are replaced by ``[REDACTED]`` in everything recorded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from backends.base import LLMRequest, LLMResponse, Message, Usage
 from backends.cassette import Cassette, Entry, error_entry, response_entry
@@ -95,6 +99,8 @@ class Recording:
         latency_s: Wall-clock seconds the upstream took, per model (timings only).
         counts: calls, reused_calls (answered from the baseline), live_calls.
         reused: Per model, the calls and tokens answered from the baseline.
+        endpoints: How often the program called each endpoint (``POST /v1/responses`` ...) the
+            proxy speaks; ``unknown_endpoints``: each it does not (answered 404).
     """
 
     def __init__(self, scope: str, redactor: Redactor) -> None:
@@ -105,6 +111,8 @@ class Recording:
         self.latency_s: dict[str, float] = {}
         self.counts = {"calls": 0, "reused_calls": 0, "live_calls": 0}
         self.reused: dict[str, dict[str, int]] = {}
+        self.endpoints: dict[str, int] = {}
+        self.unknown_endpoints: dict[str, int] = {}
         self.clock = 0
         self._occurrence: dict[str, int] = {}
         self._entries: list[Entry] = []
@@ -116,15 +124,23 @@ class Recording:
                 ("calls", "errors", "prompt_tokens", "completion_tokens", "missing_usage"), 0)
         return led
 
-    def call(self, agent: str, fields: Mapping[str, Any], request: LLMRequest) -> tuple[str, int]:
-        """Record a call; returns its key: the (scrubbed) request's digest and its occurrence
-        (identical requests counted in order), as a cassette keys it."""
+    def endpoint(self, endpoint: str, spoken: bool = True) -> None:
+        """Count a request the program sent to ``endpoint`` (``METHOD /path``)."""
+        counts = self.endpoints if spoken else self.unknown_endpoints
+        counts[endpoint] = counts.get(endpoint, 0) + 1
+
+    def call(self, agent: str, fields: Mapping[str, Any], request: LLMRequest, api: str = "chat",
+             stream: bool = False) -> tuple[str, int]:
+        """Record a call in ``api`` (``stream``: its reply asked for as server-sent events); returns its key:
+        the (scrubbed) request's digest and its occurrence (identical requests counted in order), as a
+        cassette keys it."""
         digest = self.redactor.request(request).digest()
         occurrence = self._occurrence.get(digest, 0)
         self._occurrence[digest] = occurrence + 1
         self.counts["calls"] += 1
         self.trace.emit(self.clock, "llm.call", agent, dict(fields),
-                        {"max_tokens": request.max_tokens, "request": digest[:16]})
+                        {"api": api, "max_tokens": request.max_tokens, "request": digest[:16],
+                         **({"stream": True} if stream else {})})
         return digest, occurrence
 
     def reply(self, agent: str, fields: Mapping[str, Any], request: LLMRequest, occurrence: int, reply: Reply,

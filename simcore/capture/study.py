@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -34,6 +35,7 @@ from simcore.capture.program import Outcome, run_program
 from simcore.capture.proxy import Proxy, Session
 from simcore.capture.recording import Recording, Redactor
 from simcore.capture.upstream import HttpUpstream, StubUpstream
+from simcore.capture.wire import Reply
 from simcore.perturbation.operators import parse_all
 from simcore.perturbation.pairs import (
     SeedRuns,
@@ -50,6 +52,8 @@ from simcore.sim.trace import Trace
 #: How many characters of a run's stdout and stderr its results.json keeps.
 TAIL = 4000
 REUSE = ("prefix", "none")
+#: The environment variables the SDKs read a key from: a program may send theirs.
+PROGRAM_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def _not_simulated(*_: Any) -> Any:
                        "not in a simulated world")
 
 
-def write_program_files(run_dir: Any, world: "CapturedWorld", cfg: ProgramConfig,
+def write_program_files(run_dir: Any, world: CapturedWorld, cfg: ProgramConfig,
                         results: dict[str, Any]) -> dict[str, Any]:
     """``stdout.txt`` and ``stderr.txt``: what the program wrote (secrets redacted)."""
     atomic_write(run_dir / "stdout.txt", world.stdout)
@@ -78,7 +82,8 @@ def write_program_files(run_dir: Any, world: "CapturedWorld", cfg: ProgramConfig
 
 EXTERNAL = Scenario(
     name="external",
-    description="An external program that speaks the OpenAI chat API, run through the capture proxy.",
+    description="An external program that calls LLMs (OpenAI's chat completions or Responses API, Anthropic's "
+                "Messages API), run through the capture proxy.",
     config_type=ProgramConfig,
     build=_not_simulated,
     analyze=_not_simulated,
@@ -108,7 +113,7 @@ class Captured:
     role: str
     recording: Recording
     outcome: Outcome
-    replies: dict[tuple[str, int], Any]
+    replies: dict[tuple[str, int], tuple[Any, Reply]]
     perturbation: CallPerturbation | None
     wall_s: float
 
@@ -116,7 +121,7 @@ class Captured:
 async def capture_run(argv: Sequence[str], upstream: StubUpstream | HttpUpstream, redactor: Redactor, seed: int,
                       role: str, *, answer: str = "stdout", timeout_s: float = 600.0, model: str | None = None,
                       perturbation: CallPerturbation | None = None,
-                      baseline: dict[tuple[str, int], Any] | None = None) -> Captured:
+                      baseline: dict[tuple[str, int], tuple[Any, Reply]] | None = None) -> Captured:
     """Run the program once through a fresh proxy."""
     recording = Recording(f"{role}-{seed}", redactor)
     session = Session(upstream, recording, redactor, seed, model, perturbation, baseline)
@@ -164,6 +169,8 @@ def trial_of(run: Captured, cfg: ProgramConfig, spec: BackendSpec, redactor: Red
         "trace_sha256": rec.trace.sha256(),
         "prefix_reuse": {"calls": rec.counts["calls"], "reused_calls": rec.counts["reused_calls"],
                          "live_calls": rec.counts["live_calls"], "reused_usage": rec.reused},
+        "endpoints": dict(sorted(rec.endpoints.items())),
+        "unknown_endpoints": dict(sorted(rec.unknown_endpoints.items())),
     }
     if run.perturbation is not None:
         p = run.perturbation
@@ -171,6 +178,17 @@ def trial_of(run: Captured, cfg: ProgramConfig, spec: BackendSpec, redactor: Red
     world = CapturedWorld(rec.trace, usage, rec.latency_s, rec, run.perturbation,
                           redactor.scrub(out.stdout), redactor.scrub(out.stderr))
     return TrialResult(EXTERNAL, cfg, run.seed, spec, status, error, world, results, run.wall_s)  # type: ignore[arg-type]
+
+
+def endpoint_counts(captured: Sequence[tuple[Captured, list[Captured], list[Captured]]], which: str) -> dict[str, int]:
+    """How often the program called each endpoint, over every run of a study (``which``: ``endpoints``,
+    or ``unknown_endpoints``, those the proxy does not speak)."""
+    total: dict[str, int] = {}
+    for base, again, perturbed in captured:
+        for run in (base, *again, *perturbed):
+            for endpoint, n in getattr(run.recording, which).items():
+                total[endpoint] = total.get(endpoint, 0) + n
+    return dict(sorted(total.items()))
 
 
 def noise_record(reruns: Sequence[dict[str, Any]], requested: int) -> dict[str, Any]:
@@ -242,7 +260,8 @@ async def run_capture_study(
     specs = check_capture(argv, perturbations, pairs, noise_floor, reuse, answer)
     redactor = Redactor()
     redactor.add(upstream.key)
-    redactor.add(os.environ.get("OPENAI_API_KEY"))  # the key a program would send, if it is set
+    for name in PROGRAM_KEYS:  # the keys a program would send, if they are set
+        redactor.add(os.environ.get(name))
     tick = on_done or (lambda: None)
     seeds = pair_seeds(seed, pairs)
     start = time.perf_counter()
@@ -295,5 +314,7 @@ async def run_capture_study(
         "reuse": reuse,
         "backend": spec.to_dict(),
         "phases": [],
+        "endpoints": endpoint_counts(captured, "endpoints"),
+        "unknown_endpoints": endpoint_counts(captured, "unknown_endpoints"),
     }
     return Study(PerturbationResults(definition, pd.DataFrame(rows), noise), runs, wall)

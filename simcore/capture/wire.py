@@ -1,6 +1,15 @@
-"""The OpenAI-compatible chat-completions wire format, as the capture proxy reads and writes it.
+"""The wire formats the capture proxy speaks, and the chat-completions one it records in.
 
-- :func:`as_request`: a program's request body as an :class:`~backends.base.LLMRequest`
+Every API the proxy speaks is an :class:`Api`: OpenAI's chat completions
+(:data:`CHAT`, here), OpenAI's Responses API (:mod:`.responses_api`) and
+Anthropic's Messages API (:mod:`.messages_api`). A call in any of them is
+recorded through its chat-completions view (:meth:`Api.to_chat`), which is also
+what a chat-only upstream is sent; a chat-completions reply is turned back into
+the program's API by :meth:`Api.from_chat`.
+
+The chat-completions format itself:
+
+- :func:`as_request`: a request body as an :class:`~backends.base.LLMRequest`
   (what the stub answers, what the cassette keeps and what its digest keys);
 - :func:`read_reply`: the parts of a reply body the proxy records and perturbs;
 - :func:`reply_body`: a reply body from a simcore :class:`~backends.base.LLMResponse`;
@@ -9,14 +18,19 @@
 
 from __future__ import annotations
 
+import abc
+import copy
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from backends.base import LLMRequest, LLMResponse, Message
 
 #: What a request that names no token limit gets (the stub's cut-off, the cassette's record).
 DEFAULT_MAX_TOKENS = 1024
+#: The APIs the proxy speaks, by the names ``--upstream-api`` takes.
+API_NAMES = ("chat", "responses", "messages")
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -30,6 +44,26 @@ def message_text(message: Mapping[str, Any]) -> str:
         fn = (call.get("function") or {}) if isinstance(call, Mapping) else {}
         text += f"\n[tool call {fn.get('name', '?')}({fn.get('arguments', '')})]"
     return text
+
+
+def content_text(content: Any, kinds: tuple[str, ...] = ("text",)) -> str:
+    """A message's content as text: a string as it is, a list of parts as its text parts (of the types
+    ``kinds``) joined, anything else as ""."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, Mapping) and p.get("type") in kinds)
+    return content if isinstance(content, str) else ""
+
+
+def chat_content(parts: list[dict[str, Any]]) -> Any:
+    """Chat-completions content from parts: one string where they are all text, else the parts."""
+    if all(p["type"] == "text" for p in parts):
+        return "\n".join(p["text"] for p in parts)
+    return parts
+
+
+def named_event(event: Mapping[str, Any]) -> bytes:
+    """A server-sent event named by its ``type`` (as the Responses and Messages APIs stream them)."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
 def tool_names(body: Mapping[str, Any]) -> list[str]:
@@ -58,11 +92,12 @@ def _number(value: Any, default: float) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-def as_request(body: Mapping[str, Any], agent: str, seed: int) -> LLMRequest:
-    """The program's request as simcore sees it.
+def as_request(body: Mapping[str, Any], agent: str, seed: int, api: str = "chat") -> LLMRequest:
+    """The program's request (its chat-completions view) as simcore sees it.
 
     ``agent`` (the caller's label) goes into the metadata, as an agent's name does
-    in a simulation; ``seed`` stands in when the body names none.
+    in a simulation; ``seed`` stands in when the body names none; ``api``, when not
+    chat, too, so that one request asked in two APIs keeps two replies.
     """
     messages = body.get("messages")
     messages = messages if isinstance(messages, list) else []
@@ -77,7 +112,8 @@ def as_request(body: Mapping[str, Any], agent: str, seed: int) -> LLMRequest:
         temperature=_number(body.get("temperature"), 1.0),
         seed=seed_given if isinstance(seed_given, int) and not isinstance(seed_given, bool) else seed,
         schema=_schema(body),
-        metadata={"agent": agent, **({"tools": tool_names(body)} if body.get("tools") else {})},
+        metadata={"agent": agent, **({"tools": tool_names(body)} if body.get("tools") else {}),
+                  **({"api": api} if api != "chat" else {})},
     )
 
 
@@ -147,8 +183,8 @@ def reply_body(response: LLMResponse, key: str) -> dict[str, Any]:
 
 
 def error_body(status: int, message: str, kind: str = "capture_error") -> dict[str, Any]:
-    """An error body in the shape OpenAI-compatible clients read."""
-    return {"error": {"message": message, "type": kind, "code": status}}
+    """An error body in the shape OpenAI's SDKs read (``error.message``, ``error.type``)."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
 def sse_events(data: Mapping[str, Any], include_usage: bool) -> Iterator[bytes]:
@@ -169,3 +205,132 @@ def sse_events(data: Mapping[str, Any], include_usage: bool) -> Iterator[bytes]:
     for chunk in chunks:
         yield f"data: {json.dumps(chunk)}\n\n".encode()
     yield b"data: [DONE]\n\n"
+
+
+class Untranslatable(ValueError):
+    """A reply that one API cannot say in another (its message: one line, why)."""
+
+
+class Api(abc.ABC):
+    """A wire format the proxy speaks: how its calls are read, recorded, perturbed and answered.
+
+    Attributes:
+        name: As ``--upstream-api`` names it (one of :data:`API_NAMES`).
+        label: As messages name it.
+        paths: The routes it answers (``POST``).
+    """
+
+    name = ""
+    label = ""
+    paths: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def check(self, body: Any) -> str | None:
+        """Why ``body`` is no request of this API, in one line; None when it is one."""
+
+    @abc.abstractmethod
+    def to_chat(self, body: Mapping[str, Any],
+                earlier: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
+        """The request's chat-completions view, and what of it has no chat-completions equivalent
+        (one line each; the view then stands in for it, for the record).
+
+        ``earlier``: the conversation a request continues (the Responses API's
+        ``previous_response_id``), where the API has such a thing.
+        """
+
+    @abc.abstractmethod
+    def from_chat(self, chat: Mapping[str, Any], body: Mapping[str, Any], ident: str) -> dict[str, Any]:
+        """A chat-completions reply to ``body`` as this API's reply (``ident``: a stable id for it).
+
+        Raises:
+            Untranslatable: the reply cannot be said in this API.
+        """
+
+    @abc.abstractmethod
+    def read(self, data: Any) -> Reply | None:
+        """What the proxy keeps of a reply body, or None when it is no reply of this API."""
+
+    @abc.abstractmethod
+    def with_text(self, data: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """A copy of a reply body whose text (what :meth:`read` reads as ``text``) is ``text``."""
+
+    @abc.abstractmethod
+    def events(self, data: Mapping[str, Any], options: Any) -> Iterator[bytes]:
+        """A complete reply as the server-sent events of a streamed one (``options``: the request's
+        ``stream_options``)."""
+
+    @abc.abstractmethod
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        """An error body in the shape this API's SDK reads."""
+
+    @abc.abstractmethod
+    def inject(self, body: dict[str, Any], transform: Callable[[str], str]) -> None:
+        """Change the text of the request's last message in place (``inject on=prompt``)."""
+
+    @abc.abstractmethod
+    def budget(self, body: dict[str, Any], tokens: int) -> Any:
+        """Set the request's token limit in place; returns the limit it had (None: none)."""
+
+
+def last_text(parts: list[Any], transform: Callable[[str], str], kinds: tuple[str, ...], new: str) -> None:
+    """Apply ``transform`` to the last text part of a content list (of types ``kinds``), in place;
+    without one, add a ``new``-typed part with ``transform("")``."""
+    for part in reversed(parts):
+        if isinstance(part, dict) and part.get("type") in kinds:
+            part["text"] = transform(str(part.get("text") or ""))
+            return
+    parts.append({"type": new, "text": transform("")})
+
+
+class ChatApi(Api):
+    """OpenAI's chat completions (and every server that copies them)."""
+
+    name = "chat"
+    label = "chat completions"
+    paths = ("/v1/chat/completions", "/chat/completions")
+
+    def check(self, body: Any) -> str | None:
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            return "the request body must be a JSON object with a non-empty messages list"
+        return None
+
+    def to_chat(self, body: Mapping[str, Any],
+                earlier: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
+        return dict(body), []
+
+    def from_chat(self, chat: Mapping[str, Any], body: Mapping[str, Any], ident: str) -> dict[str, Any]:
+        return dict(chat)
+
+    def read(self, data: Any) -> Reply | None:
+        return read_reply(data)
+
+    def with_text(self, data: Mapping[str, Any], text: str) -> dict[str, Any]:
+        return with_text(data, text)
+
+    def events(self, data: Mapping[str, Any], options: Any) -> Iterator[bytes]:
+        return sse_events(data, isinstance(options, Mapping) and bool(options.get("include_usage")))
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message, "invalid_request_error" if status < 500 else "server_error")
+
+    def inject(self, body: dict[str, Any], transform: Callable[[str], str]) -> None:
+        last = body["messages"][-1]
+        if not isinstance(last, dict):
+            return
+        content = last.get("content")
+        if isinstance(content, list):
+            parts = copy.deepcopy(content)
+            last_text(parts, transform, ("text",), "text")
+            body["messages"][-1] = {**last, "content": parts}
+        else:
+            body["messages"][-1] = {**last, "content": transform("" if content is None else str(content))}
+
+    def budget(self, body: dict[str, Any], tokens: int) -> Any:
+        before = body.get("max_completion_tokens", body.get("max_tokens"))
+        for name in ("max_completion_tokens", "max_tokens"):
+            if name in body or (name == "max_tokens" and "max_completion_tokens" not in body):
+                body[name] = tokens
+        return before
+
+
+CHAT = ChatApi()

@@ -23,26 +23,20 @@ from simcore.analysis import embeddings
 from simcore.base.config import ConfigError
 from simcore.base.loops import outside_running_loop, to_thread
 from simcore.base.progress import shows_progress
-from simcore.batch import __main__ as batch_command
+from simcore.batch import command as batch_command
 from simcore.batch.sweep import run_sweep
 from simcore.cli import (
-    OneLineParser,
-    add_common_args,
-    add_config_args,
-    backend_spec,
     build_parser,
     check_arms,
     check_before_work,
     check_run,
-    parse_seed,
     ready_arms,
     ready_run,
-    resolve_config,
 )
 from simcore.face.objects import MonteCarlo, Run, Study, Sweep
 from simcore.face.options import analysis_env, command_args
-from simcore.perturbation.study import check_study, run_study_async, write_study
-from simcore.runs.args import parse_int
+from simcore.perturbation import command as study_command
+from simcore.perturbation.study import run_study_async, write_study
 from simcore.runs.counterfactual import run_arms_async
 from simcore.runs.runner import run_trial_async, write_run
 from simcore.runs.scenario import Scenario, load_scenario
@@ -50,6 +44,8 @@ from simcore.runs.scenario import Scenario, load_scenario
 # Flags of the commands that mean nothing in Python: the printed output's form, dry runs,
 # and what the call itself decides (which command, where its directory goes).
 NOT_IN_PYTHON = ("json", "estimate", "dry_run", "verbose", "trials", "counterfactual", "output_dir", "out")
+# A failed run is finished by its command (python -m simcore.run --resume RUN_DIR), which it prints.
+RUN_REFUSED = (*NOT_IN_PYTHON, "resume")
 
 
 def _scenario(name: str | Scenario) -> Scenario:
@@ -79,7 +75,7 @@ async def simulate_async(name: str | Scenario, *, seed: int = 42, backend: str =
     scenario = _scenario(name)
     with analysis_env():
         args = command_args(build_parser(scenario), {**fields, "seed": seed, "backend": backend, "model": model},
-                            call=_call("simulate", scenario), refused=NOT_IN_PYTHON)
+                            call=_call("simulate", scenario), refused=RUN_REFUSED)
         seed_, config, spec = check_run(scenario, args)
         args.out = root = _out(out)
         spec = ready_run(scenario, args, seed_, config, spec)
@@ -122,7 +118,7 @@ async def monte_carlo_async(name: str | Scenario, *, trials: int, seed: int = 42
                           "arms; use simcore.sweep")
     with analysis_env():
         args = command_args(build_parser(scenario), {**fields, "seed": seed, "backend": backend, "model": model},
-                            call=_call("monte_carlo", scenario), refused=NOT_IN_PYTHON)
+                            call=_call("monte_carlo", scenario), refused=RUN_REFUSED)
         args.trials = str(trials)  # as typed on the command line
         arms = check_arms(scenario, args)
         args.out = root = _out(out)
@@ -231,43 +227,23 @@ async def sweep_async(name: str | Scenario, *, trials: int, grid: Any = None, co
                            model=model, out=out, options=options)
 
 
-def _study_parser(scenario: Scenario) -> OneLineParser:
-    """The flags the study command shares with every scenario command, for ``scenario``."""
-    parser = OneLineParser(prog="simcore.perturb")
-    add_common_args(parser)
-    add_config_args(parser, scenario.config_type)
-    return parser
-
-
-# The study command's own flags (python -m scenarios.perturbation), besides --perturb and --pairs.
-STUDY_OPTIONS = {"noise_floor": None, "reuse": "prefix", "no_plot": False, "no_progress": False}
-
-
 async def perturb_async(name: str | Scenario, *, perturb: str | Sequence[str], pairs: int = 1, seed: int = 42,
                         backend: str = "stub", model: str | None = None, out: str | Path | None = "runs",
                         **fields: Any) -> Study:
     """The awaitable :func:`perturb`: every run's calls go on the caller's event loop."""
     scenario = _scenario(name)
     specs = [perturb] if isinstance(perturb, str) else list(perturb)
-    study_options = {k: fields.pop(k, default) for k, default in STUDY_OPTIONS.items()}
     with analysis_env():
-        args = command_args(_study_parser(scenario), {**fields, "seed": seed, "backend": backend, "model": model},
-                            call=_call("perturb", scenario), refused=NOT_IN_PYTHON)
-        if not specs:
-            raise ConfigError(f"perturb: give at least one --perturb SPEC for {scenario.name}")
-        seed_ = parse_seed(args.seed)
-        config = resolve_config(scenario.config_type, args)
-        spec = backend_spec(args)
-        n_pairs = parse_int("pairs", pairs, 1)
-        noise = study_options["noise_floor"]
-        noise = None if noise is None else parse_int("noise_floor", noise, 0)
-        check_study(scenario, config, specs, n_pairs, seed_, noise, spec, study_options["reuse"])
+        flags = {**fields, "perturb": specs, "pairs": pairs, "seed": seed, "backend": backend, "model": model}
+        args = command_args(study_command.build_parser(scenario), flags, call=_call("perturb", scenario),
+                            refused=(*NOT_IN_PYTHON, "scenario"))
+        plan = study_command.check_study_args(scenario, args)
         root = _out(out)
-        check_before_work(root, spec)
-        study = await run_study_async(scenario, config, specs, pairs=n_pairs, seed=seed_, noise_floor=noise,
-                                      spec=spec, reuse=study_options["reuse"],
-                                      progress=shows_progress() and not study_options["no_progress"])
-        return Study(write_study(study, root, plots=not study_options["no_plot"]))
+        check_before_work(root, plan.spec)
+        study = await run_study_async(scenario, plan.config, plan.perturbations, pairs=plan.pairs, seed=plan.seed,
+                                      noise_floor=plan.noise_floor, spec=plan.spec, reuse=plan.reuse,
+                                      progress=shows_progress() and not args.no_progress)
+        return Study(write_study(study, root, plots=plan.plots))
 
 
 @outside_running_loop
@@ -283,9 +259,9 @@ def perturb(name: str | Scenario, *, perturb: str | Sequence[str], pairs: int = 
         backend: The backend (``stub`` by default).
         model: The model for agents that name none.
         out: The output root; None: a new temporary directory.
-        **fields: Config fields and backend options, named as the command's flags are, and
-            the study's own: ``noise_floor`` (re-runs of each baseline; default 0 on the
-            stub, 1 on real backends), ``reuse`` (``"prefix"`` or ``"none"``), ``no_plot``,
+        **fields: Config fields, backend and analysis options, named as the command's flags
+            are, and the study's own: ``noise_floor`` (re-runs of each baseline; default 0 on
+            the stub, 1 on real backends), ``reuse`` (``"prefix"`` or ``"none"``), ``no_plot``,
             ``no_progress``.
 
     Raises:

@@ -3,8 +3,9 @@
 
 Each object is a view of its directory (``.dir``), read through the file readers
 of :mod:`simcore.base.files` (hashes and schemas checked), with DataFrames for the
-tables and a ``_repr_html_`` that shows in a notebook what the command prints, its
-tables and its plots. Comparison records become table rows in one place,
+tables, a ``_repr_html_`` that shows in a notebook what the command prints, its
+tables and its plots, and a ``repr()`` that shows the same in text, without the tables
+and plots. Comparison records become table rows in one place,
 :func:`comparison_row`.
 """
 
@@ -34,6 +35,7 @@ from simcore.perturbation.results import PerturbationResults
 from simcore.perturbation.study import format_summary as study_summary
 from simcore.replay import replay_async
 from simcore.runs.counterfactual import compared_metrics, scalar_metrics, trial_dir
+from simcore.runs.resume import finish_command
 from simcore.runs.scenario import load_scenario
 
 #: The comparison table's columns after ``metric``: column -> how a comparison record gives it.
@@ -85,6 +87,27 @@ def _html(title: str, text: str, directory: Path, tables: Iterable[tuple[str, pd
     return "\n".join(parts) + "</div>"
 
 
+class _Shown:
+    """What every object shows: in a notebook, its title, its directory, what its command
+    prints, its tables and its plots; as ``repr()``, the same without the tables and plots."""
+
+    _dir: Path
+
+    def _view(self) -> tuple[str, str]:
+        """The title and what the command prints."""
+        raise NotImplementedError
+
+    def _tables(self) -> list[tuple[str, pd.DataFrame]]:
+        return []
+
+    def __repr__(self) -> str:
+        title, text = self._view()
+        return f"{title}: {self._dir}\n{text}"
+
+    def _repr_html_(self) -> str:
+        return _html(*self._view(), self._dir, self._tables())
+
+
 def _directory(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
@@ -92,16 +115,13 @@ def _directory(path: str | Path) -> Path:
     return path
 
 
-class Run:
+class Run(_Shown):
     """One run directory (``runs/<scenario>/<run-id>/``), its manifest and results checked."""
 
     def __init__(self, path: str | Path) -> None:
         self._dir = _directory(path)
         self._record = read_run(self._dir, trace=False)
         self._events: pd.DataFrame | None = None
-
-    def __repr__(self) -> str:
-        return f"Run({str(self._dir)!r})"
 
     @property
     def dir(self) -> Path:
@@ -152,28 +172,30 @@ class Run:
         as ``python -m simcore.replay`` does."""
         return call_outside_loop(lambda: asyncio.run(replay_async(self._dir)).identical)
 
-    def _repr_html_(self) -> str:
+    def _view(self) -> tuple[str, str]:
         lines = run_lines(load_scenario(self.manifest["scenario"]), self.results)
         if self.results.get("status") != "ok":
             lines.append(f"trial failed: {error_sentence(self.results.get('error'))}")
-        return _html(f"Run of {self.manifest['scenario']} (seed {self.manifest['seed']})", "\n".join(lines),
-                     self._dir, [("metrics", self.metrics.T)])
+            finish = finish_command(self._dir, self.results)
+            if finish:
+                lines.append(f"finish it from its cassette: {finish}")
+        return f"Run of {self.manifest['scenario']} (seed {self.manifest['seed']})", "\n".join(lines)
+
+    def _tables(self) -> list[tuple[str, pd.DataFrame]]:
+        return [("metrics", self.metrics.T)]
 
 
 #: A group directory's mode -> the key of its comparison in ``summary.json``.
 MODES = {"monte_carlo": "statistical_comparison", "counterfactual": "counterfactual_comparison"}
 
 
-class MonteCarlo:
+class MonteCarlo(_Shown):
     """A Monte Carlo's (or a counterfactual pair's) own directory: ``summary.json`` and ``trials.csv``."""
 
     def __init__(self, path: str | Path) -> None:
         self._dir = _directory(path)
         self._summary = read_record(self._dir / "summary.json", {"mode": (lambda v: v in MODES, "monte_carlo "
                                                                           "or counterfactual")})
-
-    def __repr__(self) -> str:
-        return f"MonteCarlo({str(self._dir)!r})"
 
     @property
     def dir(self) -> Path:
@@ -206,12 +228,14 @@ class MonteCarlo:
             raise ConfigError(f"trial: run {ids[trial]} is not in {where.parent}")
         return Run(where)
 
-    def _repr_html_(self) -> str:
-        return _html(f"Monte Carlo of {self._summary['scenario']}", format_arms(self._summary), self._dir,
-                     [("trials", self.trials)])
+    def _view(self) -> tuple[str, str]:
+        return f"Monte Carlo of {self._summary['scenario']}", format_arms(self._summary)
+
+    def _tables(self) -> list[tuple[str, pd.DataFrame]]:
+        return [("trials", self.trials)]
 
 
-class Sweep:
+class Sweep(_Shown):
     """A sweep directory (``sweep.json``, ``results.parquet``/``.csv``, ``summary.json``)."""
 
     def __init__(self, path: str | Path) -> None:
@@ -220,9 +244,6 @@ class Sweep:
         if self._definition is None:
             raise ConfigError(f"path: {str(self._dir)!r} holds no sweep (no sweep.json)")
         self._summary = read_record(self._dir / "summary.json")
-
-    def __repr__(self) -> str:
-        return f"Sweep({str(self._dir)!r})"
 
     @property
     def dir(self) -> Path:
@@ -248,25 +269,24 @@ class Sweep:
             for c in self._summary.get("comparisons") or [] if isinstance(c.get("result"), dict)
         )
 
-    def _repr_html_(self) -> str:
+    def _view(self) -> tuple[str, str]:
         d = self._definition
         plan = build_plan(load_scenario(d["scenario"]), d["trials"], [tuple(g) for g in d["grid"]],
                           None if d["conditions"] is None else tuple(d["conditions"]), base=d["base_config"],
                           seed=d["seed"], seed_scope=d["seed_scope"], spec=BackendSpec.from_dict(d["backend"]))
-        return _html(f"Sweep of {d['scenario']}", sweep_summary(plan, self._summary), self._dir,
-                     [("comparison", self.comparison)])
+        return f"Sweep of {d['scenario']}", sweep_summary(plan, self._summary)
+
+    def _tables(self) -> list[tuple[str, pd.DataFrame]]:
+        return [("comparison", self.comparison)]
 
 
-class Study:
+class Study(_Shown):
     """A perturbation study's directory (``runs/perturbation/<study-id>/``)."""
 
     def __init__(self, path: str | Path) -> None:
         self._dir = _directory(path)
         self._results = PerturbationResults.load(self._dir)
         self._record = read_record(self._dir / "study.json")
-
-    def __repr__(self) -> str:
-        return f"Study({str(self._dir)!r})"
 
     @property
     def dir(self) -> Path:
@@ -290,10 +310,12 @@ class Study:
         counts = [f"n_{c}" for c in CATEGORIES if f"n_{c}" in table.columns]
         return table[["perturbation", *counts]].rename(columns=lambda c: c.removeprefix("n_"))
 
-    def _repr_html_(self) -> str:
-        return _html(f"Perturbation study of {self._results.definition['scenario']}",
-                     study_summary(self._results, self._record.get("calls")), self._dir,
-                     [("pairs", self.pairs)])
+    def _view(self) -> tuple[str, str]:
+        return (f"Perturbation study of {self._results.definition['scenario']}",
+                study_summary(self._results, self._record.get("calls")))
+
+    def _tables(self) -> list[tuple[str, pd.DataFrame]]:
+        return [("pairs", self.pairs)]
 
 
 def load(path: str | Path) -> Run | MonteCarlo | Sweep | Study:

@@ -17,12 +17,8 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping, NoReturn, Sequence
 
-from simcore.analysis import embed_cache, embeddings, plots
+from simcore.analysis import settings
 from simcore.base.config import ConfigError
-
-# What the analysis flags put in the environment (simcore.cli.apply_analysis_args): a call
-# restores it, so one call's --plots none does not hold for the kernel's next call.
-ANALYSIS_ENV = (embeddings.DEVICE_ENV, embed_cache.ENV, plots.PLOTS_ENV)
 
 
 def flag_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -86,8 +82,9 @@ def command_args(parser: argparse.ArgumentParser, options: Mapping[str, Any], *,
 
 @contextlib.contextmanager
 def analysis_env() -> Iterator[None]:
-    """Restore the analysis flags' environment variables (:data:`ANALYSIS_ENV`) on the way out."""
-    saved = {name: os.environ.get(name) for name in ANALYSIS_ENV}
+    """Restore the analysis flags' environment variables (:data:`simcore.analysis.settings.ENV`) on
+    the way out, so that one call's ``plots="none"`` does not hold for the kernel's next call."""
+    saved = {name: os.environ.get(name) for name in settings.ENV}
     try:
         yield
     finally:

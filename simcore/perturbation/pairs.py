@@ -32,6 +32,7 @@ from simcore.analysis.divergence import (
     control_flow,
     manifestation_group,
 )
+from simcore.analysis.glossary import Metric
 from simcore.base.config import Config, ConfigError
 from simcore.base.rng import derive_seed
 from simcore.perturbation.operators import Perturbation, parse_perturbation
@@ -305,6 +306,40 @@ def divergence(baseline: Sequence[str], perturbed: Sequence[str]) -> dict[str, A
         "total_changes": cf.total_changes,
         "alignment": "".join(_OPS[p.op] for p in cmp.alignment),
     }
+
+
+#: How people read a pair's scalar metrics (definitions: docs/perturbation.md); the
+#: ``perturbation.<scenario>`` variants declare them as their ``Scenario.metrics``.
+PAIR_METRICS = {
+    "d_norm": Metric("d_norm", "How far the perturbed run's events departed from the baseline's: the edit distance "
+                     "of their structural signatures (kind, agent, phase) / the longer run's length; 0 identical, "
+                     "1 nothing in common.", key=True),
+    "t_star_norm": Metric("t*_norm", "Where the two runs first part, as a share of the aligned events: near 0 "
+                          "at once, near 1 at the end; empty when they never part.", key=True),
+    "answer_changed": Metric("answer changed", "Whether the perturbed run's final answer (the scenario's "
+                             "outcome) differs from the baseline's.", key=True),
+    "manifestation": Metric("manifestation", "How the perturbation showed, from the taxonomy (docs/perturbation.md): "
+                            "silent corruption, a detour, combined disruption or no observable effect.", key=True),
+    "token_overhead": Metric("token ratio", "Perturbed run's tokens / the baseline's (prompt + completion): 1 "
+                             "costs the same, 1.2 costs 20% more; unavailable without usage."),
+    "applied": Metric("applied", "Whether any operator acted (a perturbation whose selector matched nothing "
+                      "measures nothing)."),
+    "reroutes": Metric("reroutes", "Aligned turns taken by a different agent: another agent at a decision point."),
+    "early_termination": Metric("early termination", "The perturbed run is shorter and lacks the baseline's end."),
+    "extended_execution": Metric("extended execution", "The perturbed run is longer and has an end the baseline "
+                                 "lacks."),
+    "total_changes": Metric("control-flow changes", "Reroutes plus the events cut off or added at the end."),
+    "answer_null": Metric("no answer", "Whether the perturbed run ended without a final answer."),
+    "group": Metric("manifestation group", "The manifestation's group: silent corruption, behavioural detours, "
+                    "combined disruption or no observable effect."),
+    "noise_floor": Metric("noise floor", "The largest d_norm between a baseline and its own re-runs: what the "
+                          "backend's randomness alone produces (0 on the deterministic stub)."),
+    "within_noise_floor": Metric("within noise floor", "Whether d_norm is at most the noise floor: no divergence "
+                                 "beyond what re-running alone gives."),
+    "reused_calls": Metric("reused calls", "Calls answered from the baseline (the prefix before the "
+                           "perturbation point) or a cassette."),
+    "live_calls": Metric("live calls", "Calls sent to the backend."),
+}
 
 
 def pair_metrics(

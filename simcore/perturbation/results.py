@@ -23,11 +23,12 @@ from backends.registry import BackendSpec
 from simcore.analysis import plots as figures
 from simcore.analysis import readability, stats
 from simcore.analysis.divergence import CATEGORIES, GROUPS, manifestation_group
-from simcore.analysis.metric_kinds import score
+from simcore.analysis.glossary import Metric
+from simcore.analysis.metric_kinds import continuous, count, proportion, score
 from simcore.base.files import OBJECT, read_jsonl, read_manifest, read_record, read_run
 from simcore.base.records import atomic_write
 from simcore.batch.store import read_definition
-from simcore.perturbation.pairs import UNAVAILABLE, noise_summary
+from simcore.perturbation.pairs import PAIR_METRICS, UNAVAILABLE, noise_summary
 
 GROUP_ORDER = ("silent_corruption", "behavioral_detours", "combined_disruption", "no_observable_effect")
 # One hue family per group, so the bars read by group first and category second.
@@ -41,6 +42,32 @@ _COLORS = {
     "catastrophic_failure": "#4a148c",
     "early_termination": "#8e24aa",
     "no_observable_effect": "#bdbdbd",
+}
+
+
+#: How people read the columns of a study's summary (one row per perturbation).
+SUMMARY_METRICS = {
+    "mean_d_norm": Metric("mean d_norm", f"{PAIR_METRICS['d_norm'].description} Mean over the pairs, with its "
+                          "95% bootstrap interval.", key=True),
+    "mean_t_star_norm": Metric("mean t*_norm", f"{PAIR_METRICS['t_star_norm'].description} Mean over the pairs "
+                               "that diverged.", key=True),
+    "answer_changed_rate": Metric("answer changed", "Share of pairs whose perturbed run gave another final "
+                                  "answer than its baseline.", percent=True, key=True),
+    "recovery_rate": Metric("recovered", "Share of the pairs that diverged whose final answer stayed the same "
+                            "(and not empty).", percent=True, key=True),
+    "token_overhead": Metric("token ratio", f"{PAIR_METRICS['token_overhead'].description} Mean over the pairs "
+                             "with usage.", key=True),
+    "n_pairs": Metric("pairs", "Pairs of a clean baseline and its perturbed run (failed baselines left out)."),
+    "n_applied": Metric("applied", "Pairs in which the perturbation acted."),
+    "n_within_noise_floor": Metric("within noise floor", "Pairs whose d_norm is at most the noise floor."),
+}
+#: The kinds of the study's summary columns and of the pair columns its pages show.
+SUMMARY_KINDS = {
+    **dict.fromkeys(("mean_d_norm", "mean_t_star_norm", "d_norm", "t_star_norm", "noise_floor"), score(0, 1)),
+    **dict.fromkeys(("answer_changed_rate", "recovery_rate", "answer_changed", "applied", "within_noise_floor"),
+                    proportion()),
+    **dict.fromkeys(("n_pairs", "n_applied", "n_within_noise_floor", "reroutes", "t_star"), count()),
+    "token_overhead": continuous(0),
 }
 
 
@@ -88,6 +115,8 @@ class PerturbationResults:
     pairs: pd.DataFrame
     noise: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)
+    # Readability is a family of tests across the perturbations: computed once, on first use.
+    _readability: dict[str, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def perturbations(self) -> list[str]:
@@ -128,6 +157,11 @@ class PerturbationResults:
         Holm across the perturbations, with the test of their answers given only when asked
         again (``reask``, a family of its own). Empty for a study recorded before pairs counted
         replies."""
+        if self._readability is None:
+            self._readability = self._test_readability()
+        return self._readability
+
+    def _test_readability(self) -> dict[str, dict[str, Any]]:
         if "replies_perturbed" not in self.pairs.columns:
             return {}
         records = {}

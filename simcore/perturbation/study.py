@@ -6,7 +6,7 @@ the perturbations) and the noise-floor re-runs, and measures every pair.
 :func:`write_study` writes ``<out>/perturbation/<study-id>/``:
 
 - ``study.json``: the definition (scenario, config, perturbations, seeds, backend,
-  re-runs, reuse), the summary, the warnings and the prefix-reuse figures;
+  re-runs, reuse, and the analysis ``options``: device, embedding cache, plots), the summary, the warnings and the prefix-reuse figures;
 - ``pairs.csv`` / ``pairs.jsonl`` (the latter with each pair's alignment as a
   string of M/S/I/D), ``summary.csv``, ``noise.json``;
 - ``report.md`` and ``plots/`` (d_norm distribution, manifestations, divergence position);
@@ -22,13 +22,14 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from backends.base import Backend
 from backends.pricing import usage_cost
 from backends.registry import BackendSpec, price_table
+from simcore.analysis import settings
 from simcore.analysis.divergence import CATEGORIES
 from simcore.base.config import Config, ConfigError
 from simcore.base.loops import outside_running_loop
@@ -164,6 +165,7 @@ async def run_study_async(
         "reuse": reuse,
         "backend": spec.to_dict(),
         "phases": list(dict.fromkeys(phases)),
+        "options": settings.recorded(),  # --device, --embed-cache, --plots
     }
     return Study(PerturbationResults(definition, pd.DataFrame(rows), noise), runs, wall)
 
@@ -218,17 +220,28 @@ def write_study(study: Study, out: str | Path = "runs", study_id: str | None = N
     return final
 
 
+def study_title(res: PerturbationResults) -> list[str]:
+    """What a study's summary says first: the scenario, the pairs and each perturbation's label."""
+    return [f"perturbation study of {res.definition['scenario']}: {len(res.pairs)} pairs",
+            *(f"  {perturbation_label(i)} = {p}" for i, p in enumerate(res.perturbations))]
+
+
+def calls_line(calls: Mapping[str, Any]) -> str:
+    """What a study's summary says last: the calls it made, reused and sent (a :func:`cost_record`)."""
+    return (f"calls: {calls['calls']} made, {calls['reused_calls']} answered from the baseline "
+            f"(prefix reuse) or a cassette, {calls['live_calls']} sent (${calls['paid_cost_usd']:.4f})")
+
+
 def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None) -> str:
-    """The terminal summary: warnings first, then the per-perturbation table."""
+    """The terminal summary: warnings first, then :func:`study_title`, the per-perturbation
+    table and the manifestations, and :func:`calls_line`."""
     lines = []
     for w in res.warnings():
         bar = "!" * 78
         lines += [bar, f"WARNING: {w}", bar]
     summ = res.summary()
     labels = {p: perturbation_label(i) for i, p in enumerate(res.perturbations)}
-    lines.append(f"perturbation study of {res.definition['scenario']}: {len(res.pairs)} pairs")
-    for p, label in labels.items():
-        lines.append(f"  {label} = {p}")
+    lines += study_title(res)
     cols = ["perturbation", "n_pairs", "n_applied", "mean_d_norm", "mean_t_star_norm",
             "answer_changed_rate", "recovery_rate", "token_overhead", "n_within_noise_floor"]
     table = summ[cols].assign(perturbation=summ["perturbation"].map(labels)).map(format_cell)
@@ -239,6 +252,5 @@ def format_summary(res: PerturbationResults, calls: dict[str, Any] | None = None
     lines.append("manifestations:")
     lines.append(cats.rename(columns=lambda c: c.removeprefix("n_")).to_string(index=False))
     if calls is not None:
-        lines.append(f"calls: {calls['calls']} made, {calls['reused_calls']} answered from the baseline "
-                     f"(prefix reuse) or a cassette, {calls['live_calls']} sent (${calls['paid_cost_usd']:.4f})")
+        lines.append(calls_line(calls))
     return "\n".join(lines)

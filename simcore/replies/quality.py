@@ -5,6 +5,9 @@ attempt (a re-ask supersedes the reply it re-asks):
 
 - ``json``, ``label``, ``prose``: read, by the weakest source a required field needed;
 - ``unreadable``: still unreadable after any re-asks (kept raw, flagged);
+- ``reasoning_cut``: still cut by the model's own reasoning before any answer after
+  any re-asks (a reasoning model that spent its whole budget thinking: no reply to
+  read, and not counted as unreadable);
 - ``truncated``: turns with a reply cut at max_tokens; ``salvaged``: turns whose
   final reply was cut yet complete in every required field;
 - ``reasked``: turns that needed at least one re-ask; ``reask_read``: turns answered only when
@@ -31,11 +34,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable, Mapping
 
-from simcore.replies.reading import HOWS, UNREADABLE, Reading
+from simcore.replies.reading import HOWS, REASONING_CUT, UNREADABLE, Reading
 
 WARN_SHARE = 0.02
-COUNTS = ("replies", *HOWS, UNREADABLE, "truncated", "salvaged", "reasked", "reask_read", "lowered", "echo",
-          "partial")
+COUNTS = ("replies", *HOWS, UNREADABLE, REASONING_CUT, "truncated", "salvaged", "reasked", "reask_read", "lowered",
+          "echo", "partial")
 
 
 class ParseQuality:
@@ -111,11 +114,16 @@ def warnings(quality: Mapping[str, Mapping[str, int]], share: float = WARN_SHARE
     """One line per kind whose unreadable share exceeds ``share``."""
     out = []
     for kind, c in quality.items():
-        n, bad = c.get("replies", 0), c.get(UNREADABLE, 0)
+        n, bad, cut = c.get("replies", 0), c.get(UNREADABLE, 0), c.get(REASONING_CUT, 0)
         if n and bad / n > share:
             out.append(
                 f"WARNING: {bad} of {n} {kind} replies ({bad / n:.0%}) were unreadable; "
                 "figures that need them leave them out"
+            )
+        if n and cut / n > share:
+            out.append(
+                f"WARNING: {cut} of {n} {kind} replies ({cut / n:.0%}) were cut by the model's own reasoning "
+                "before any answer; give it more room (a model rule's reasoning allowance, docs/providers.md)"
             )
     return out
 
@@ -135,6 +143,7 @@ def summary_lines(quality: Mapping[str, Mapping[str, int]]) -> list[str]:
             f"{c['truncated']} truncated, {c['salvaged']} salvaged, {c['reasked']} re-asked; "
             f"{c.get('echo', 0)} echoes, {c.get('partial', 0)} partial"
             + (f", {c['lowered']} with a budget lowered to fit the context window" if c.get("lowered") else "")
+            + (f", {c[REASONING_CUT]} cut by their reasoning" if c.get(REASONING_CUT) else "")
         )
     return lines + [f"  {w}" for w in warnings(quality)]
 

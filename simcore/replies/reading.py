@@ -17,6 +17,12 @@ A field given by two sources must agree, or the reply is unreadable. A reply
 missing a required field is **unreadable**: it is flagged and kept raw, and no
 default is ever played in its place.
 
+A reply with no text whose ``finish_reason`` is ``reasoning``
+(:data:`backends.providers.REASONING_CUT`) was cut by the model's own reasoning: the
+token budget went to thinking before any answer began. It is no reply to read: its
+reading is ``reasoning_cut`` (:data:`REASONING_CUT`), counted apart from unreadable
+replies, and re-asked with more room to reason.
+
 A reply whose ``finish_reason`` is ``length`` was cut at max_tokens. Fields that
 are complete in it (a JSON value closed before the cut, a labelled line that is
 not the last) are *salvaged*; a field cut in the middle is never read, and prose
@@ -32,6 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping, NamedTuple, Sequence
 
+from backends.providers import REASONING_CUT as CUT_BY_REASONING
 from simcore.replies import prose
 from simcore.replies.echo import (
     echo_spans,
@@ -54,6 +61,9 @@ from simcore.replies.schema import (
 
 HOWS = ("json", "label", "prose")
 UNREADABLE = "unreadable"
+#: The reading of a reply its model's reasoning cut before any answer (no reply to read).
+REASONING_CUT = "reasoning_cut"
+_NO_ANSWER = "cut off by its own reasoning before it gave any answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +110,12 @@ class Reading:
 
     @property
     def readable(self) -> bool:
-        return self.how != UNREADABLE
+        return self.how not in (UNREADABLE, REASONING_CUT)
+
+    @property
+    def reasoning_cut(self) -> bool:
+        """The model spent its whole budget reasoning and gave no answer."""
+        return self.how == REASONING_CUT
 
     @property
     def salvaged(self) -> bool:
@@ -154,8 +169,10 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     rp = _reader_plan(schema)
     fields = rp.fields
     allowed = allowed or {}
-    truncated = finish_reason == "length"
     text = text if isinstance(text, str) else ""
+    if finish_reason == CUT_BY_REASONING and not text.strip():
+        return Reading(None, REASONING_CUT, False, (_NO_ANSWER,))
+    truncated = finish_reason in ("length", CUT_BY_REASONING)
     objects, spans, broken = json_objects(text, truncated)
     copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
     if objects:
@@ -936,7 +953,10 @@ def reask_prompt(reading: Reading, schema: type) -> str:
             f"missing {'field' if len(missing) == 1 else 'fields'} as this JSON object and nothing else: "
             f"{json_example(schema, missing)}"
         )
-    if reading.truncated:
+    if reading.reasoning_cut:
+        problem = ("You spent your whole token budget thinking and gave no answer. Think briefly this time; "
+                   "the answer is what counts.")
+    elif reading.truncated:
         problem = "Your reply was cut off at the length limit before it was complete."
     else:
         problem = f"Your reply could not be read ({'; '.join(reading.errors) or 'no answer found'})."

@@ -11,7 +11,8 @@ import argparse
 import difflib
 import os
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
 from simcore.base.config import ConfigError
 from simcore.base.rng import MAX_SEED
@@ -22,8 +23,16 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are a single line on stderr, exit status 2.
 
     A flag it does not know gets the closest one it does, as a name does
-    (``--rouds``: "did you mean --rounds?"); argparse itself learns this only in Python 3.14.
+    (``--rouds``: "did you mean --rounds?"; argparse itself learns this only in Python
+    3.14), or, with no close one, the flags it does know. ``elsewhere`` names flags
+    that other commands take and this one refuses, with the reason, so that a user who
+    brings one (``python -m simcore.replay RUN --seed 3``) is told why rather than
+    only that it is unknown.
     """
+
+    def __init__(self, *args: Any, elsewhere: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.elsewhere = dict(elsewhere or {})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
@@ -32,15 +41,38 @@ class OneLineParser(argparse.ArgumentParser):
         head = "unrecognized arguments: "
         if not message.startswith(head):
             return ""
-        known = sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
-        guesses = []
-        for token in message.removeprefix(head).split():
-            flag = token.split("=", 1)[0]
-            if flag.startswith("-") and flag not in known:
-                guesses += [(flag, m) for m in difflib.get_close_matches(flag, known, n=1, cutoff=0.7)]
+        tokens = message.removeprefix(head).split()
+        guesses = self.guesses(tokens)
+        if not guesses:
+            listed = [f for f in self._own_flags() if f != "--help"]
+            flags = [t for t in tokens if t.startswith("-")]
+            return f"; its flags: {', '.join(listed)} (see --help)" if flags and len(listed) <= 8 else ""
         if len(guesses) == 1:
-            return f"; did you mean {guesses[0][1]}?"
-        return f"; did you mean {', '.join(f'{m} (for {flag})' for flag, m in guesses)}?" if guesses else ""
+            flag, match = guesses[0]
+            said = [] if flag == match else [f"did you mean {match}?"]
+        else:
+            said = [f"did you mean {', '.join(f'{m} (for {f})' for f, m in guesses)}?"]
+        said += [f"{self.prog} takes no {m}: {self.elsewhere[m]}" for m in dict.fromkeys(m for _, m in guesses)
+                 if m in self.elsewhere]
+        return "; " + " ".join(said)
+
+    def guesses(self, tokens: Sequence[str]) -> list[tuple[str, str]]:
+        """(flag, the flag meant) for each of ``tokens`` that is close to a flag this command or
+        another takes (:attr:`elsewhere`) but not one of this command's own."""
+        own = self._own_flags()
+        known = sorted({*own, *self.elsewhere})
+        out = []
+        for flag in (t.split("=", 1)[0] for t in tokens if t.startswith("-")):
+            if flag in own:
+                continue
+            match = flag if flag in self.elsewhere else next(
+                iter(difflib.get_close_matches(flag, known, n=1, cutoff=0.7)), None)
+            if match is not None:
+                out.append((flag, match))
+        return out
+
+    def _own_flags(self) -> list[str]:
+        return sorted(flag for flag in self._option_string_actions if flag.startswith("--"))
 
 
 def say(text: str) -> None:
@@ -113,13 +145,18 @@ def parse_scenario_args(
         The scenario and the parsed arguments. A name that finds no scenario
         exits with its one-line error (status 2), as the parser's errors do.
     """
-    known, _ = build_parser(None, False).parse_known_args(argv)
+    first = build_parser(None, False)
+    known, unknown = first.parse_known_args(argv)
     name = known.scenario or default
     scenario = None
     if name:
         try:
             scenario = load_scenario(name)
         except ValueError as exc:
+            # A mistyped flag of the command's own can leave its value where the name goes
+            # (``--seeed 3``): then the flag is what to correct, as the full parse would say.
+            if isinstance(first, OneLineParser) and first.guesses(unknown):
+                first.error(f"unrecognized arguments: {' '.join(unknown)}")
             fail(str(exc))
         if check is not None:
             check(scenario, known)

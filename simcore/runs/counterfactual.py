@@ -50,6 +50,7 @@ from simcore.analysis.plots import (
 )
 from simcore.base.config import Config, ConfigError
 from simcore.base.files import DamagedFile
+from simcore.base.heartbeat import Heartbeat
 from simcore.base.loops import outside_running_loop
 from simcore.base.progress import progress_bar
 from simcore.base.records import (
@@ -221,6 +222,7 @@ async def run_arms_async(
     def write(trial: TrialResult, rid: str) -> str:
         path = write_run_into(trial, group_dir / TRIALS_DIR, rid)
         bar.update(1)  # from the writer thread: the loop may be busy analysing other trials
+        heartbeat.trial(trial.status == "ok")
         return path.name
 
     def check() -> None:
@@ -241,21 +243,26 @@ async def run_arms_async(
     jobs = [one(arm, cfg, i, s) for arm, cfg in zip(ARMS, (cfg_a, cfg_b)) for i, s in enumerate(seeds)]
     totals = None
     many_plots = pooled() if plot_processes and run_plots_wanted() and len(jobs) > 2 else contextlib.nullcontext()
-    try:
-        with many_plots:
-            outcomes = await asyncio.gather(*jobs, return_exceptions=True)
-        stats = getattr(shared, "stats", None)
-        totals = stats() if callable(stats) else None
-    finally:
-        writer.shutdown(wait=True)
-        bar.close()
-        await close_backend(shared)
-    for item in outcomes:
-        if isinstance(item, BaseException):  # a bug, not a failed trial (those are results)
-            raise item
-    done: list[tuple[TrialResult, str]] = outcomes  # type: ignore[assignment]
-    trials = {"A": done[: len(seeds)], "B": done[len(seeds):]}
-    return write_summary(scenario, config, seed, mode, seeds, trials, out, group_id, totals)
+    name = scenario.counterfactual[0]  # type: ignore[index]
+    heartbeat = Heartbeat(group_dir, mode, 2 * len(seeds), about={
+        "scenario": scenario.name, "seed": seed, "experiment_id": group_id,
+        "counterfactual": {"field": name, "A": getattr(cfg_a, name), "B": getattr(cfg_b, name)}})
+    with heartbeat:  # then finished, or how it stopped
+        try:
+            with many_plots:
+                outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+            stats = getattr(shared, "stats", None)
+            totals = stats() if callable(stats) else None
+        finally:
+            writer.shutdown(wait=True)
+            bar.close()
+            await close_backend(shared)
+        for item in outcomes:
+            if isinstance(item, BaseException):  # a bug, not a failed trial (those are results)
+                raise item
+        done: list[tuple[TrialResult, str]] = outcomes  # type: ignore[assignment]
+        trials = {"A": done[: len(seeds)], "B": done[len(seeds):]}
+        return write_summary(scenario, config, seed, mode, seeds, trials, out, group_id, totals)
 
 
 def write_summary(
@@ -280,8 +287,7 @@ def write_summary(
     res = {arm: [trials[arm][i][0].results for i in ok] for arm in ARMS}
     comparison = compare_arms(scenario, res["A"], res["B"]) if ok else {"difference_summary": {}}
     if ok:  # the arms share their seeds, so their runs pair reply by reply where they asked the same
-        comparison["readability"] = readability.one([readability.arm_of(r) for r in res["A"]],
-                                                    [readability.arm_of(r) for r in res["B"]], paired=True)
+        comparison["readability"] = readability.one(res["A"], res["B"], paired=True)
     annotate(scenario, comparison.get("difference_summary", {}))
     summary: dict[str, Any] = {
         "mode": mode,

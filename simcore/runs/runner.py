@@ -3,7 +3,8 @@
 :func:`run_trial_async` builds a world, runs it and analyses it; it never writes.
 :func:`write_run` turns the outcome into a run directory:
 
-- ``manifest.json``: scenario, resolved config, seed, backend spec, package
+- ``manifest.json``: scenario, resolved config, seed, backend spec, what the providers
+  were sent beyond it (``sent``: model rules applied, parameters they refused), package
   versions, code revision, trace hash, and the sha256 of every other file
   (``files``), which :mod:`simcore.base.files` checks when the run is read back;
 - ``trace.jsonl``: every event, byte-identical for the same seed and responses
@@ -39,7 +40,7 @@ from backends.registry import (
     price_table,
     reask_settings,
 )
-from simcore.analysis import embeddings
+from simcore.analysis import embeddings, settings
 from simcore.base.config import Config
 from simcore.base.files import file_sha256
 from simcore.base.loops import outside_running_loop
@@ -73,6 +74,7 @@ class TrialResult:
     results: dict[str, Any]
     wall_s: float
     encoder: dict[str, str] | None = None  # model, device, dtype of the embeddings the analysis used
+    resumed_from: str | None = None  # the failed run whose cassette answered its first calls
 
     @property
     def trace(self) -> Trace | StreamedTrace:
@@ -287,15 +289,25 @@ def manifest(trial: TrialResult, run_id: str) -> dict[str, Any]:
         "status": trial.status,
         "trace_sha256": trial.results["trace_sha256"],
         "n_events": trial.results["n_events"],
+        # How it was run beyond its definition: the trace kept in memory or streamed, and the
+        # analysis settings (--device, --embed-cache, --plots).
+        "options": {"trace": "stream" if isinstance(trial.trace, StreamedTrace) else "memory",
+                    **settings.recorded()},
         "versions": package_versions(),
         "code_revision": code_revision(),
         "created_utc": utc_now(),
     }
+    sent = getattr(trial.world.backend, "sent", None)
+    record = sent(out["models"]) if callable(sent) else None
+    if record:  # what the providers were sent that the config does not say (model rules, refusals)
+        out["sent"] = record
     described = trial.world.intervention.describe() if trial.world.intervention is not None else None
     if described is not None:
         out["perturbation"] = described
     if trial.encoder is not None:
         out["embeddings"] = trial.encoder
+    if trial.resumed_from is not None:
+        out["resumed_from"] = trial.resumed_from
     return out
 
 

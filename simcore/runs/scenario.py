@@ -31,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
+from simcore.analysis.glossary import Metric, key_metrics, metric_of
 from simcore.analysis.metric_kinds import Kind, kind_of, proportion
 from simcore.base.config import Config
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from simcore.runs.runner import TrialResult
     from simcore.sim.kernel import World
 
-SCENARIO_API_VERSION = "4.1.0"
+SCENARIO_API_VERSION = "4.3.0"
 """Semantic version of the Scenario API: every name :mod:`simcore.api` exports, the
 :class:`Scenario` fields among them (recorded in ``tests/golden/scenario_api.json``). A major bump breaks
 existing scenarios; a minor one only adds."""
@@ -119,6 +120,11 @@ class Scenario:
             comparisons and calibration choose their intervals and tests from it
             (docs/statistics.md); a metric without one is treated as its values
             suggest (true/false as a proportion, numbers as continuous).
+        metrics: How people read each metric (:class:`~simcore.analysis.glossary.Metric`:
+            label, description, unit, percentage or not, key or not), by name or by a
+            glob for a family. The run browser shows the key metrics, in this order, on
+            top of every page about the scenario's runs; without any, the first few
+            numeric metrics stand in.
     """
 
     name: str
@@ -138,6 +144,7 @@ class Scenario:
     null: Null | None = None
     embeds: Callable[[Any], bool] | None = None
     kinds: Mapping[str, Kind] = field(default_factory=dict)
+    metrics: Mapping[str, Metric] = field(default_factory=dict)
 
     def kind_of(self, metric: str) -> Kind | None:
         """The declared kind of ``metric`` (``kinds``, then ``proportions``), or None."""
@@ -146,6 +153,14 @@ class Scenario:
     def declared_kinds(self) -> dict[str, Kind]:
         """``kinds`` with the ``proportions`` added, for :func:`simcore.analysis.stats.compare_metrics`."""
         return {**{name: proportion() for name in sorted(self.proportions)}, **self.kinds}
+
+    def metric_of(self, metric: str) -> Metric | None:
+        """How people read ``metric`` (``metrics``, by name or glob), or None where undeclared."""
+        return metric_of(self.metrics, metric)
+
+    def key_metrics(self) -> list[str]:
+        """The declared key metrics, in declaration order (empty when none are declared)."""
+        return key_metrics(self.metrics)
 
 
 @dataclass(frozen=True)

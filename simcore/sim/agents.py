@@ -19,6 +19,10 @@ from simcore.sim.messages import Message
 
 HISTORY_HEADER = "Discussion so far:\n"
 _FULL_MEMORY = FullMemory()
+#: Reasoning tokens a re-ask of a reply cut by its reasoning gets when the provider
+#: reported none, and the most any re-ask gets (each re-ask doubles what was spent).
+REASONING_FLOOR = 4096
+REASONING_MAX = 32768
 
 if TYPE_CHECKING:
     import simpy
@@ -120,7 +124,10 @@ class LLMAgent(mesa.Agent):
         reply is unreadable, the agent asks again in the same turn, up to that many
         times: a follow-up message quotes its reply and what was wrong and asks for
         the JSON only (a cut reply also gets a larger token budget, up to
-        ``world.reask_max_tokens``). Each re-ask is an ordinary call, traced with the
+        ``world.reask_max_tokens``; a reply the model's own reasoning cut before any answer
+        gets twice the reasoning tokens it spent, up to :data:`REASONING_MAX`). A reply
+        with no text is not quoted: no provider takes an empty message, and there is
+        nothing in it to quote. Each re-ask is an ordinary call, traced with the
         field ``reask=k`` and recorded like any other; the event then succeeds with
         the last reply, whose ``attempts`` hold the earlier ones.
 
@@ -179,6 +186,7 @@ class LLMAgent(mesa.Agent):
     def _reasking(self, call: "LLMCall") -> Any:
         """The turn of ``call``: its reply, re-asked while it cannot be read."""
         first = call.request  # the kernel releases it once the call is answered
+        reasoning = first.reasoning_tokens
         reply: Reply = yield call
         for k in range(1, self.world.reask + 1):
             reading = reply.reading
@@ -187,11 +195,15 @@ class LLMAgent(mesa.Agent):
             budget = first.max_tokens
             if reading.truncated:  # a cut reply: double the budget each time, up to the cap
                 budget = max(budget, min(self.world.reask_max_tokens, budget * 2**k))
+            if reading.reasoning_cut:  # room to reason: twice what the cut reply spent
+                spent = reply.usage.reasoning_tokens if reply.usage is not None else 0
+                reasoning = min(REASONING_MAX, 2 * max(spent, reasoning or 0, REASONING_FLOOR // 2))
+            quoted = (ChatMessage("assistant", reply.text),) if reply.text.strip() else ()
             request = LLMRequest(
                 model=first.model,
                 messages=(
                     *first.messages,
-                    ChatMessage("assistant", reply.text),
+                    *quoted,
                     ChatMessage("user", reask_prompt(reading, call.schema)),
                 ),
                 max_tokens=budget,
@@ -199,6 +211,7 @@ class LLMAgent(mesa.Agent):
                 seed=first.seed,
                 schema=first.schema,
                 metadata={**first.metadata, "reask": k},
+                reasoning_tokens=reasoning,
             )
             asked = self.world.request(
                 self, request, call.schema, {**call.fields, "reask": k}, call.allowed, reask_of=reply,

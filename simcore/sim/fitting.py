@@ -240,7 +240,7 @@ class _Plan:
     def _with(self, budget: int) -> LLMRequest:
         r = self.request
         return LLMRequest(r.model, self.trim(budget), r.max_tokens, r.temperature, r.seed, r.schema,  # type: ignore[misc]
-                          r.metadata)
+                          r.metadata, r.reasoning_tokens)
 
     def take(self, count: int) -> None:
         """Adopt the counted candidate."""
@@ -262,7 +262,8 @@ class _Plan:
         given = min(self.asked, room)
         if given != self.asked or self.request is not call.request:
             r = self.request
-            call.request = LLMRequest(r.model, r.messages, given, r.temperature, r.seed, r.schema, r.metadata)
+            call.request = LLMRequest(r.model, r.messages, given, r.temperature, r.seed, r.schema, r.metadata,
+                                      r.reasoning_tokens)
             call.digest = call.request.digest()
         payload: dict[str, Any] = {"window": self.window, "prompt": [self.first, self.prompt],
                                    "max_tokens": [self.asked, given]}

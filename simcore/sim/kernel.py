@@ -554,6 +554,11 @@ class World(mesa.Model):
         else:
             ledger["prompt_tokens"] += res.usage.prompt_tokens
             ledger["completion_tokens"] += res.usage.completion_tokens
+            # Only where reported (real providers), so that runs without them record what they always did.
+            if res.usage.reasoning_tokens:
+                ledger["reasoning_tokens"] = ledger.get("reasoning_tokens", 0) + res.usage.reasoning_tokens
+            if res.usage.cached_tokens:
+                ledger["cached_tokens"] = ledger.get("cached_tokens", 0) + res.usage.cached_tokens
         reading = None
         if call.schema is not None:
             prev = call.reask_of

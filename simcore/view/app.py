@@ -12,6 +12,9 @@ Routes (``ID`` is an entry's path relative to RUNS_DIR):
 ``GET /sweep/ID``          a sweep (``/sweep-rows/ID``: its trials, for live updates)
 ``GET /study/ID``          a perturbation study
 ``GET /plot/ID?name=``     a PNG of an entry, checked against its manifest
+``GET /file/ID?name=``     a file the entry's page offers, as a download (:mod:`.downloads`)
+``GET /progress/ID``       a running sweep's or group's progress, for live updates
+``GET /glossary``          every declared metric: label, unit, kind, description
 ``GET /favicon.ico``       the icon (also ``/static/favicon.svg``)
 =========================  ==================================================
 
@@ -29,8 +32,9 @@ import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
@@ -43,10 +47,11 @@ from simcore.analysis.divergence import (
 )
 from simcore.analysis.readability import readability_lines
 from simcore.analysis.resolution import at_resolution
-from simcore.analysis.stats import interval_text, level_text, levels_vary, percent
+from simcore.analysis.stats import group_scale
 from simcore.base.files import (
     DamagedFile,
     read_comparison,
+    read_heartbeat,
     read_jsonl,
     read_manifest,
     read_record,
@@ -54,13 +59,33 @@ from simcore.base.files import (
     read_sweep_definition,
     recorded_files,
 )
+from simcore.base.heartbeat import Pulse, pulse
+from simcore.batch.report import finish_command
 from simcore.runs.counterfactual import trial_dir
+from simcore.runs.scenario import installed_scenarios
 from simcore.sim.trace import TraceEvent
-from simcore.view import timeline
-from simcore.view.catalog import Catalog, SweepLayout, arm_label, kind_of, ledger_rows
+from simcore.view import headlines, timeline
+from simcore.view.catalog import (
+    Catalog,
+    Entry,
+    SweepLayout,
+    arm_label,
+    cell_groups,
+    kind_of,
+    ledger_rows,
+)
 from simcore.view.compare import Pair, event_text, pair_of, text_differences
-from simcore.view.figures import entry_scale, resolved_metrics
+from simcore.view.downloads import offered, read_offered
+from simcore.view.figures import (
+    Vocabulary,
+    glossary_anchor,
+    scenario_named,
+    study_vocabulary,
+    vocabulary,
+)
+from simcore.view.numbers import MISSING, Format, is_number
 from simcore.view.paths import BadId, guard, inside, resolve_id, split_id
+from simcore.view.tables import comparison_table
 from simcore.view.tracefile import open_trace
 
 PAGE_SIZE = 200
@@ -75,6 +100,10 @@ ROOT_KEY = web.AppKey("root", Path)
 CATALOG_KEY = web.AppKey("catalog", Catalog)
 ENV_KEY = web.AppKey("env", Environment)
 REPLAY_LOCK_KEY = web.AppKey("replay_lock", asyncio.Lock)
+CLOCK_KEY = web.AppKey("clock", Callable[[], float])
+#: The page of each kind of entry.
+PAGES = {"run": "run", "group": "group", "montecarlo": "group", "counterfactual": "group", "sweep": "sweep",
+         "study": "study", "comparison": "comparison"}
 #: Header the replay button sends; a cross-site form cannot set it, so no other page can start a replay.
 REPLAY_HEADER = "X-Simcore-View"
 
@@ -83,15 +112,13 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("simcore.view", "templates"),
                       autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
-    # A record's figure at its resolution (float noise as 0): ``d.delta_mean|fig(d)``.
-    env.filters["fig"] = lambda v, entry, digits=3: _num(at_resolution(v, entry_scale(entry or {})), digits)
-    env.filters["interval"] = lambda entry: interval_text(entry, "+.3g")
-    env.filters["percent"] = lambda v: percent(v) if isinstance(v, float) else ""
-    env.globals["level_text"] = level_text
-    env.globals["levels_vary"] = levels_vary
     env.globals["readability_lines"] = lambda record, a, b: readability_lines(record, a, b, indent="")
+    env.globals["page_of"] = lambda kind: PAGES.get(kind, kind)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    env.filters["usd"] = lambda v: f"${v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+    # API cost: four decimals (a stub run's is $0.0000, a real one's often a fraction of a cent).
+    env.filters["usd"] = lambda v: f"${v:,.4f}" if is_number(v) else MISSING
+    env.filters["size"] = _size
+    env.filters["duration"] = duration
     # An ISO time in UTC as "2026-11-26 10:33:41" (the column says UTC), which wraps at the space only.
     env.filters["when"] = lambda v: Markup(" ").join(
         Markup('<span class="nw">%s</span>') % part for part in str(v).removesuffix("+00:00").split("T")) if v else "-"
@@ -106,14 +133,37 @@ def _breakable(text: Any) -> Markup:
 
 
 def _num(v: Any, digits: int = 3) -> str:
+    """A figure without a declaration (a distance, a count of events): fixed decimals, never
+    exponents (a value below them shows as 0 at that resolution)."""
     if v is None or isinstance(v, Undefined):
-        return "-"
+        return MISSING
     if isinstance(v, bool):
-        return str(v).lower()
+        return "yes" if v else "no"
     if isinstance(v, float):
-        v += 0.0  # never a negative zero
-        return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.2e}"
-    return str(v)
+        return Format(digits).text(v) if is_number(v) else MISSING
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _size(n: int | None) -> str:
+    """A file's size: ``812 B``, ``14.2 kB``, ``31.5 MB``."""
+    if n is None:
+        return "missing"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def duration(seconds: float | None) -> str:
+    """A span of wall-clock time in words: ``45 s``, ``2 min 5 s``, ``3 h 10 min``."""
+    if seconds is None:
+        return MISSING
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def _render(request: web.Request, name: str, **context: Any) -> web.Response:
@@ -126,7 +176,7 @@ def _not_found(what: str) -> web.HTTPNotFound:
 
 
 def _entry_dir(request: web.Request, *kinds: str) -> tuple[str, Path]:
-    """The entry the URL names, of one of ``kinds``; 404 otherwise."""
+    """The entry the URL names, of one of ``kinds`` (any kind when none are given); 404 otherwise."""
     eid = request.match_info["id"]
     root = request.app[ROOT_KEY]
     try:
@@ -135,8 +185,8 @@ def _entry_dir(request: web.Request, *kinds: str) -> tuple[str, Path]:
         raise _not_found(str(exc)) from None
     names = {p.name for p in path.iterdir()}
     kind = kind_of(names)
-    if kind not in kinds:
-        raise _not_found(f"{eid!r} is not a {' or '.join(kinds)}")
+    if kind is None or kinds and kind not in kinds:
+        raise _not_found(f"{eid!r} is not a {' or '.join(kinds or ('run directory',))}")
     return eid, path
 
 
@@ -144,17 +194,47 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.to_thread(fn, *args)
 
 
+def crumbs(root: Path, eid: str) -> list[tuple[str, str | None, str]]:
+    """The way up from entry ``eid``: (label, link, kind) for each directory of its id, the
+    entries among them linked to their pages, the others to the runs table filtered by them,
+    and the entry itself last, without a link."""
+    parts = eid.split("/")
+    out: list[tuple[str, str | None, str]] = []
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        here = root.joinpath(*parts[:i])
+        kind = kind_of({p.name for p in here.iterdir()}) if here.is_dir() and inside(root, here) else None
+        out.append((parts[i - 1], f"/{PAGES[kind]}/{prefix}" if kind in PAGES else f"/?q={prefix}/", kind or ""))
+    return out + [(parts[-1], None, "")]
+
+
+def _common(root: Path, eid: str, path: Path) -> dict[str, Any]:
+    """What every entry's page has: the way up, and the files it offers."""
+    ctx: dict[str, Any] = {"id": eid, "crumbs": crumbs(root, eid), "damage": [], "files": []}
+    try:
+        ctx["files"] = offered(root, path)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+    return ctx
+
+
 # -- the runs table -------------------------------------------------------------------
+
+def _progress(entries: Sequence[Entry], now: float) -> dict[str, Pulse]:
+    """The progress of every entry that has a heartbeat (and no summary yet), judged at ``now``."""
+    return {e.id: pulse(e.heartbeat, now) for e in entries if e.heartbeat is not None}
+
 
 async def index(request: web.Request) -> web.Response:
     entries = await _in_thread(request.app[CATALOG_KEY].scan)
     kinds = sorted({e.kind for e in entries})
-    return _render(request, "index.html", entries=entries, kinds=kinds, root=str(request.app[ROOT_KEY]))
+    return _render(request, "index.html", entries=entries, kinds=kinds, root=str(request.app[ROOT_KEY]),
+                   q=request.query.get("q", ""), progress=_progress(entries, request.app[CLOCK_KEY]()))
 
 
 async def index_rows(request: web.Request) -> web.Response:
     entries = await _in_thread(request.app[CATALOG_KEY].scan)
-    return _render(request, "_runs_rows.html", entries=entries)
+    return _render(request, "_runs_rows.html", entries=entries, progress=_progress(entries, request.app[CLOCK_KEY]()))
 
 
 # -- one run ----------------------------------------------------------------------------
@@ -167,8 +247,18 @@ def _int_arg(request: web.Request, name: str, default: int, lo: int, hi: int) ->
     return min(max(value, lo), hi)
 
 
+def metric_rows(words: Vocabulary, metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every metric of a run, by name, each printed by its kind (a label's or a list's as it is)."""
+    out = []
+    for name, value in sorted(words.resolved(metrics).items()):
+        text = words.format(name, [value]).text(value) if value is None or isinstance(value, (bool, int, float, str)) \
+            else json.dumps(value)
+        out.append({"name": words.name(name), "value": value if is_number(value) else None, "text": text})
+    return out
+
+
 def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"id": eid, "damage": [], "manifest": None, "results": None}
+    ctx: dict[str, Any] = {**_common(root, eid, path), "manifest": None, "results": None, "head": ([], None)}
     try:
         guard(root, *(path / n for n in ("manifest.json", "results.json", "trace.jsonl", "cassette.sqlite",
                                          "timings.json")))
@@ -176,13 +266,19 @@ def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dic
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
         return ctx
+    words = vocabulary(manifest.get("scenario"))
+    marks: list[dict[str, Any]] = []
     try:
         results = ctx["results"] = read_results(path, manifest)
-        # Shown at their resolution (float noise as 0); results.json itself is shown exact.
-        ctx["metrics"] = resolved_metrics(results.get("scenario") or manifest.get("scenario"),
-                                          results.get("metrics") or {})
+        words = vocabulary(results.get("scenario") or manifest.get("scenario"))
+        ctx["head"] = headlines.run_headline(manifest, results)
+        # Shown at their resolution (float noise as 0) and by their kind; results.json itself is shown exact.
+        ctx["key_figs"] = words.key_figures(results.get("metrics") or {})
+        ctx["metrics"] = metric_rows(words, results.get("metrics") or {})
+        marks = timeline.perturbation_marks(results)
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
+    ctx["glossary"] = words.scope if words.metrics else None
     if (path / "timings.json").exists():
         try:
             ctx["timings"] = read_record(path / "timings.json")
@@ -214,11 +310,13 @@ def _run_context(root: Path, eid: str, path: Path, query: dict[str, Any]) -> dic
         ctx["damage"].append(str(exc))
         ctx["prompts_note"] = "The cassette is damaged; prompts are not shown."
         prompts = None
+    marks_at, marks_end, mark_pages = timeline.place_marks(marks, selected, page, size)
     ctx.update(
         trace=trace, rows=timeline.rows(trace.read(picked), hears, price), n_selected=len(selected),
         page=page, pages=pages, size=size, kinds=kinds, agents=agents, topology_note=topology_note,
         has_prompts=prompts is not None, priced_model=priced_model,
         t_end=float(trace.times[-1]) if len(trace) else 0.0,
+        marks=marks, marks_at=marks_at, marks_end=marks_end, mark_pages=mark_pages,
     )
     return ctx
 
@@ -352,7 +450,8 @@ def _load_events(root: Path, eid: str) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"a": a, "b": b, "damage": [], "pair": Pair("conditions", "A", "B")}
+    ctx: dict[str, Any] = {"a": a, "b": b, "damage": [], "pair": Pair("conditions", "A", "B"),
+                           "crumbs": [("compare", None, "")]}
     try:
         ea, ma = _load_events(root, a)
         eb, mb = _load_events(root, b)
@@ -379,7 +478,11 @@ def _compare_context(root: Path, a: str, b: str) -> dict[str, Any]:
 
 
 async def compare(request: web.Request) -> web.Response:
-    a, b = request.query.get("a", ""), request.query.get("b", "")
+    # Two ids: a=ID&b=ID, or two run=ID (the runs table's checkboxes).
+    picked = request.query.getall("run", [])
+    a, b = (picked + ["", ""])[:2] if picked else (request.query.get("a", ""), request.query.get("b", ""))
+    if picked and len(picked) != 2:
+        raise web.HTTPBadRequest(text=f"run: pick exactly two runs to compare, got {len(picked)}")
     for eid in (a, b):
         try:
             split_id(eid)
@@ -389,10 +492,26 @@ async def compare(request: web.Request) -> web.Response:
     return _render(request, "compare.html", **ctx)
 
 
-# -- groups, sweeps, studies -------------------------------------------------------------
+# -- groups, sweeps, studies, comparisons -------------------------------------------------
 
-def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"id": eid, "damage": [], "summary": None, "plots": _plots(root, path, None)}
+def _progress_of(path: Path, now: float, ctx: dict[str, Any]) -> Pulse | None:
+    """The progress a running entry's heartbeat says at ``now`` (None without one)."""
+    try:
+        beat = read_heartbeat(path)
+    except DamagedFile as exc:
+        ctx["damage"].append(str(exc))
+        return None
+    return None if beat is None else pulse(beat, now)
+
+
+def _group_context(root: Path, eid: str, path: Path, now: float) -> dict[str, Any]:
+    ctx: dict[str, Any] = {**_common(root, eid, path), "summary": None, "plots": _plots(root, path, None),
+                           "head": ([], None), "pairs": [], "arms": {"A": "A", "B": "B"}}
+    if not (path / "summary.json").exists():  # still running, or stopped: its heartbeat and its trials so far
+        entry = Catalog(root).entry(path, "group")
+        ctx.update(progress=_progress_of(path, now, ctx), running=entry, arms={a: arm_label(entry.heartbeat or {}, a)
+                                                                               for a in "AB"})
+        return ctx
     try:
         guard(root, path / "summary.json")
         summary = ctx["summary"] = read_record(path / "summary.json")
@@ -406,21 +525,74 @@ def _group_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
         ctx["damage"].append(str(exc))
         arms = [[], []]
     ctx["pairs"] = [{"i": i, "a": a, "b": arms[1][i] if i < len(arms[1]) else None} for i, a in enumerate(arms[0])]
-    ctx["comparison"] = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
+    comparison = ctx["comparison"] = summary.get("statistical_comparison") or summary.get("counterfactual_comparison")
     ctx["aggregates"] = {arm: summary.get(f"run_{arm}_aggregate") or {} for arm in ("A", "B")}
     ctx["arms"] = {arm: arm_label(summary, arm) for arm in ("A", "B")}
+    ctx["head"] = headlines.group_headline(summary)
+    words = vocabulary(summary.get("scenario"))
+    ctx["glossary"] = words.scope if words.metrics else None
+    diffs = (comparison or {}).get("difference_summary") or {} if isinstance(comparison, dict) else {}
+    rows = {k: d for k, d in sorted(diffs.items()) if isinstance(d, dict) and "delta_mean" in d}
+    keys = [k for k in words.keys if k in rows]
+    ctx["key_table"] = comparison_table([([], k, rows[k]) for k in keys], words) if keys else None
+    ctx["table"] = comparison_table([([], k, d) for k, d in rows.items()], words) if rows else None
+    ctx["aggregate_rows"] = {arm: _aggregate_rows(words, agg) for arm, agg in ctx["aggregates"].items()}
     return ctx
 
 
+def _aggregate_rows(words: Vocabulary, aggregate: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An arm's aggregates (a :class:`~simcore.analysis.stats.Summary` per metric), printed by kind."""
+    out = []
+    for name, v in sorted(aggregate.items()):
+        if not isinstance(v, dict):
+            continue
+        scale = group_scale(v)
+        vals = {k: at_resolution(v.get(k), scale) for k in ("mean", "std", "ci_low", "ci_high")}
+        fmt = words.format(name, [vals["mean"], vals["ci_low"], vals["ci_high"]])
+        ci = fmt.span(vals["ci_low"], vals["ci_high"]) or "n/a"
+        # A spread is a difference of values: a percentage's in percentage points.
+        spread = fmt.diff(vals["std"]).lstrip("+")
+        out.append({"name": words.name(name), "kind": v.get("kind") or "", "n": v.get("n"),
+                    "mean": fmt.text(vals["mean"]), "std": spread, "ci": ci, "interval": v.get("interval") or ""})
+    return out
+
+
 def _comparison_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"id": eid, "damage": [], "manifest": None, "comparison": None,
-                           "plots": _plots(root, path, None)}
+    ctx: dict[str, Any] = {**_common(root, eid, path), "manifest": None, "comparison": None,
+                           "plots": _plots(root, path, None), "head": ([], None)}
     try:
         guard(root, path / "manifest.json", path / "comparison.json")
-        ctx["manifest"], ctx["comparison"] = read_comparison(path)
+        ctx["manifest"], comparison = read_comparison(path)
+        ctx["comparison"] = comparison
         ctx["plots"] = _plots(root, path, ctx["manifest"], "comparison")
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
+        return ctx
+    ctx["head"] = headlines.recorded_headline(path)
+    words = vocabulary(ctx["manifest"].get("scenario"))
+    ctx["glossary"] = words.scope if words.metrics else None
+    mechanisms = {m: r for m, r in comparison["mechanisms"].items() if isinstance(r, dict)}
+    # Each mechanism's key metrics: the mean over its trials, with the interval its kind calls for.
+    keys = [k for k in words.keys if any(isinstance(r.get(f"{k}_per_trial"), dict) for r in mechanisms.values())]
+    columns = []
+    for k in keys:
+        cells = {m: r.get(f"{k}_per_trial") or {} for m, r in mechanisms.items()}
+        fmt = words.format(k, [c.get(x) for c in cells.values() for x in ("mean", "ci_low", "ci_high")])
+        columns.append({"name": words.name(k), "cells": {
+            m: {"mean": fmt.text(c.get("mean")), "value": c.get("mean"),
+                "ci": fmt.span(c.get("ci_low"), c.get("ci_high"))}
+            for m, c in cells.items()}})
+    ctx["key_columns"] = columns
+    pooled = words.format("correctness", [])
+    ctx["pooled"] = {}
+    for m, r in mechanisms.items():
+        rate = r.get("correctness_pooled") or {}
+        ctx["pooled"][m] = {"rate": pooled.text(rate.get("rate")), "value": rate.get("rate"), "k": rate.get("k"),
+                            "n": rate.get("n"), "ci": pooled.span(rate.get("ci_low"), rate.get("ci_high"))}
+    ctx["charged"] = bool((ctx["manifest"].get("config") or {}).get("charge_baselines"))
+    entries = [([p["a"], p["b"]], k, d) for p in comparison.get("pairs") or [] if isinstance(p, dict)
+               for k, d in sorted(p.items()) if isinstance(d, dict) and "delta_mean" in d]
+    ctx["table"] = comparison_table(entries, words, head=["a", "b"]) if entries else None
     return ctx
 
 
@@ -432,12 +604,13 @@ async def comparison_page(request: web.Request) -> web.Response:
 
 async def group_page(request: web.Request) -> web.Response:
     eid, path = _entry_dir(request, "group")
-    ctx = await _in_thread(_group_context, request.app[ROOT_KEY], eid, path)
+    ctx = await _in_thread(_group_context, request.app[ROOT_KEY], eid, path, request.app[CLOCK_KEY]())
     return _render(request, "group.html", **ctx)
 
 
 def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
-    """The sweep's trials from its ledger, each with its grid cell, condition and trial."""
+    """The sweep's trials from its ledger, each with its grid cell, condition and trial, and each
+    metric column printed at one resolution by its kind."""
     ctx: dict[str, Any] = {"damage": [], "rows": [], "definition": None, "axes": []}
     guard(root, path / "sweep.json", path / "ledger.jsonl")
     try:
@@ -449,6 +622,7 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
     ctx["damage"] += ledger.damaged
     layout = SweepLayout.of(definition)
     ctx["axes"] = [(n, sorted({json.dumps(c[n]) for c in layout.cells})) for n in layout.names]
+    words = vocabulary((definition or {}).get("scenario"))
     metric_names: dict[str, None] = {}
     for row in ledger.rows:
         cell, params, cond, trial = layout.place(row["index"])
@@ -458,38 +632,78 @@ def _sweep_rows(root: Path, path: Path) -> dict[str, Any]:
         run_id = None
         if run_dir and inside(root, path / run_dir) and (path / run_dir / "manifest.json").is_file():
             run_id = (path / run_dir).relative_to(root).as_posix()
-        ctx["rows"].append({**row, "metrics": resolved_metrics((definition or {}).get("scenario"), row.get("metrics") or {}),
-                            "cell": cell, "condition": cond,
-                            "trial": trial, "params": {k: json.dumps(v) for k, v in params.items()},
+        ctx["rows"].append({**row, "metrics": words.resolved(row.get("metrics") or {}), "cell": cell,
+                            "condition": cond, "trial": trial, "params": {k: json.dumps(v) for k, v in params.items()},
                             "run": run_id})
     # A trial of a later condition is compared with the same cell's and trial's first condition (same seed).
     first = {(r["cell"], r["trial"]): r["run"] for r in ctx["rows"] if r["condition"] == layout.conditions[0]}
     for r in ctx["rows"]:
         other = first.get((r["cell"], r["trial"]))
         r["compare"] = other if r["run"] and other and other != r["run"] else None
-    ctx["metric_names"] = list(metric_names)
+    # Key metrics first, then the rest by name.
+    ordered = [*words.key_names(metric_names), *sorted(metric_names)]
+    ctx["metric_names"] = [words.name(n) for n in dict.fromkeys(ordered)]
+    formats = {n.name: words.format(n.name, [r["metrics"].get(n.name) for r in ctx["rows"]], trials=True)
+               for n in ctx["metric_names"]}
+    for r in ctx["rows"]:
+        r["texts"] = {n: formats[n].text(r["metrics"].get(n)) for n in formats}
     ctx["conditions"] = layout.conditions
     return ctx
 
 
-def _sweep_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
-    ctx = {"id": eid, **_sweep_rows(root, path), "plots": _plots(root, path, None), "summary": None}
+def _sweep_context(root: Path, eid: str, path: Path, now: float) -> dict[str, Any]:
+    ctx = {**_common(root, eid, path), "head": ([], None)}
+    rows = _sweep_rows(root, path)
+    ctx["damage"] += rows.pop("damage")
+    ctx.update(rows, plots=_plots(root, path, None), summary=None)
+    words = vocabulary((ctx["definition"] or {}).get("scenario"))
+    ctx["glossary"] = words.scope if words.metrics else None
     if (path / "summary.json").exists():
         try:
             guard(root, path / "summary.json")
             ctx["summary"] = read_record(path / "summary.json")
+            ctx["head"] = headlines.sweep_headline(ctx["summary"])
         except DamagedFile as exc:
             ctx["damage"].append(str(exc))
+    else:
+        ctx["progress"] = _progress_of(path, now, ctx)
+        ctx["finish"] = finish_command((ctx["definition"] or {}).get("scenario", "SCENARIO"), path)
+    groups = cell_groups(SweepLayout.of(ctx["definition"]), ctx["summary"], ctx["rows"])
+    ctx["cells"] = _cell_table(words, groups, ctx["conditions"], ctx["summary"] is not None)
+    comparisons = []
+    for c in (ctx["summary"] or {}).get("comparisons") or []:
+        result = c.get("result") or {}
+        diffs = result.get("difference_summary", result) if isinstance(result, dict) else {}
+        entries = [([], k, r) for k, r in sorted(diffs.items()) if isinstance(r, dict) and "delta_mean" in r]
+        comparisons.append({**c, "interpretation": diffs.get("interpretation"),
+                            "table": comparison_table(entries, words) if entries else None})
+    ctx["comparisons"] = comparisons
     return ctx
+
+
+def _cell_table(words: Vocabulary, groups: Sequence[Mapping[str, Any]], conditions: Sequence[str],
+                from_summary: bool) -> dict[str, Any]:
+    """The key metrics per grid cell and condition (:func:`simcore.view.catalog.cell_groups`): each
+    one's mean, and its 95% interval once the summary is written."""
+    names = words.key_names({k: 0.0 for g in groups for k in g["stats"]})
+    columns = []
+    for k in names:
+        stats = [g["stats"].get(k) or {} for g in groups]
+        fmt = words.format(k, [s.get(x) for s in stats for x in ("mean", "ci_low", "ci_high")])
+        columns.append({"name": words.name(k), "cells": [
+            {"mean": fmt.text(at_resolution(s.get("mean"), group_scale(s) if s.get("bounds") else None)),
+             "ci": fmt.span(s.get("ci_low"), s.get("ci_high"))} for s in stats]})
+    return {"groups": groups, "columns": columns, "conditioned": len(conditions) > 1, "from_summary": from_summary}
 
 
 async def sweep_page(request: web.Request) -> web.Response:
     eid, path = _entry_dir(request, "sweep")
     try:
-        ctx = await _in_thread(_sweep_context, request.app[ROOT_KEY], eid, path)
+        ctx = await _in_thread(_sweep_context, request.app[ROOT_KEY], eid, path, request.app[CLOCK_KEY]())
     except DamagedFile as exc:
-        ctx = {"id": eid, "damage": [str(exc)], "rows": [], "axes": [], "plots": [], "summary": None,
-               "metric_names": [], "conditions": [], "definition": None}
+        ctx = {"id": eid, "crumbs": crumbs(request.app[ROOT_KEY], eid), "damage": [str(exc)], "rows": [], "axes": [],
+               "plots": [], "summary": None, "metric_names": [], "conditions": [], "definition": None, "files": [],
+               "head": ([], None), "comparisons": [], "cells": None}
     return _render(request, "sweep.html", **ctx)
 
 
@@ -502,19 +716,41 @@ async def sweep_rows(request: web.Request) -> web.Response:
     return _render(request, "_sweep_rows.html", **ctx)
 
 
+async def progress(request: web.Request) -> web.Response:
+    """A running sweep's or group's progress line (the page polls it; it says ``finished`` once a
+    summary is written, and the page then reloads)."""
+    _, path = _entry_dir(request, "sweep", "group")
+    ctx: dict[str, Any] = {"damage": []}
+    done = (path / "summary.json").exists()
+    beat = None if done else await _in_thread(_progress_of, path, request.app[CLOCK_KEY](), ctx)
+    return _render(request, "_progress.html", progress=beat, done=done, damage=ctx["damage"])
+
+
 def _study_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"id": eid, "damage": [], "study": None, "pairs": [], "plots": _plots(root, path, None)}
+    ctx: dict[str, Any] = {**_common(root, eid, path), "study": None, "pairs": [], "plots": _plots(root, path, None),
+                           "head": ([], None), "glossary": "study"}
     try:
-        guard(root, path / "study.json", path / "pairs.jsonl")
+        guard(root, path / "study.json", path / "pairs.jsonl", path / "noise.json")
         study = ctx["study"] = read_record(path / "study.json")
         rows = read_jsonl(path / "pairs.jsonl")
     except DamagedFile as exc:
         ctx["damage"].append(str(exc))
         return ctx
+    ctx["head"] = headlines.study_headline(path, study)
+    words = ctx["words"] = study_vocabulary()
+    summary = [r for r in study.get("summary") or [] if isinstance(r, dict)]
+    keys = ["n_pairs", "n_applied", *words.keys, "n_within_noise_floor"]
+    ctx["summary_columns"] = [words.name(k) for k in keys]
+    formats = {k: words.format(k, [r.get(k) for r in summary]) for k in keys}
+    ctx["summary_rows"] = [{"perturbation": r.get("perturbation"),
+                            "cells": [{"text": formats[k].text(r.get(k)), "value": r.get(k)} for k in keys],
+                            "d_norm_ci": formats["mean_d_norm"].span(r.get("d_norm_ci_low"), r.get("d_norm_ci_high"))
+                            or "n/a"} for r in summary]
     definition = study.get("definition") or {}
     seeds = list(definition.get("seeds") or [])
     perts = list(definition.get("perturbations") or [])
     runs = path / "runs" / str(definition.get("scenario", ""))
+    pair_formats = {k: words.format(k, [r.get(k) for r in rows]) for k in ("d_norm", "answer_changed", "applied")}
     for row in rows:
         # A pair's runs are pair<i>-baseline and pair<i>-p<k> (simcore.perturbation.study.write_study).
         i = seeds.index(row.get("seed")) if row.get("seed") in seeds else None
@@ -524,7 +760,10 @@ def _study_context(root: Path, eid: str, path: Path) -> dict[str, Any]:
             if (runs / f"pair{i}-baseline").is_dir() and (runs / f"pair{i}-p{k}").is_dir():
                 base = (runs / f"pair{i}-baseline").relative_to(root).as_posix()
                 pert = (runs / f"pair{i}-p{k}").relative_to(root).as_posix()
-        ctx["pairs"].append({**row, "pair": i, "baseline_id": base, "perturbed_id": pert})
+        texts = {k: f.text(row.get(k)) for k, f in pair_formats.items()}
+        ctx["pairs"].append({**row, "pair": i, "baseline_id": base, "perturbed_id": pert, "texts": texts})
+    ctx["pair_names"] = {k: words.name(k) for k in ("d_norm", "t_star", "reroutes", "answer_changed", "applied",
+                                                     "manifestation")}
     return ctx
 
 
@@ -532,6 +771,36 @@ async def study_page(request: web.Request) -> web.Response:
     eid, path = _entry_dir(request, "study")
     ctx = await _in_thread(_study_context, request.app[ROOT_KEY], eid, path)
     return _render(request, "study.html", **ctx)
+
+
+# -- the glossary --------------------------------------------------------------------------
+
+def _glossary_context() -> dict[str, Any]:
+    """Every installed scenario's declared metrics, and a study's, for the glossary page."""
+    sections = []
+    for item in installed_scenarios():
+        scenario = scenario_named(item.name) if item.ok and "<" not in item.name else None
+        if scenario is None or not scenario.metrics:
+            continue
+        sections.append(_glossary_section(scenario.name, scenario.description, vocabulary(scenario.name)))
+    sections.append(_glossary_section("study", "A perturbation study's tables: each pair of a clean baseline and "
+                                      "its perturbed run, and the summary per perturbation.", study_vocabulary()))
+    return {"sections": sections, "crumbs": [("glossary", None, "")], "damage": []}
+
+
+def _glossary_section(scope: str, about: str, words: Vocabulary) -> dict[str, Any]:
+    rows = []
+    for name, info in words.metrics.items():
+        kind = words.kinds.get(name)
+        rows.append({"name": name, "anchor": glossary_anchor(scope, name), "info": info, "key": name in words.keys,
+                     "kind": kind.label() if kind is not None else ""})
+    rows.sort(key=lambda r: (not r["key"], words.keys.index(r["name"]) if r["key"] else 0, r["name"]))
+    return {"scope": scope, "about": about, "rows": rows}
+
+
+async def glossary(request: web.Request) -> web.Response:
+    ctx = await _in_thread(_glossary_context)
+    return _render(request, "glossary.html", **ctx)
 
 
 # -- files -------------------------------------------------------------------------------
@@ -567,6 +836,21 @@ async def plot(request: web.Request) -> web.Response:
     return web.Response(body=data, content_type="image/png")
 
 
+async def download(request: web.Request) -> web.Response:
+    """A file the entry's page offers, as an attachment (:func:`simcore.view.downloads.read_offered`)."""
+    _, path = _entry_dir(request)
+    name = request.query.get("name", "")
+    try:
+        data, content_type = await _in_thread(read_offered, request.app[ROOT_KEY], path, name)
+    except BadId as exc:
+        raise _not_found(str(exc)) from None
+    except DamagedFile as exc:
+        raise web.HTTPUnprocessableEntity(text=str(exc)) from None
+    filename = name.rsplit("/", 1)[-1]
+    return web.Response(body=data, content_type=content_type,
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
 async def favicon(request: web.Request) -> web.Response:
     """The icon, for browsers that ask for ``/favicon.ico`` before reading a page's link."""
     return web.Response(body=(STATIC / "favicon.svg").read_bytes(), content_type="image/svg+xml",
@@ -597,14 +881,16 @@ async def headers(request: web.Request, handler: Callable[..., Any]) -> web.Stre
     return response
 
 
-def make_app(runs_dir: str | Path) -> web.Application:
-    """The browser's application over ``runs_dir``."""
+def make_app(runs_dir: str | Path, clock: Callable[[], float] = time.time) -> web.Application:
+    """The browser's application over ``runs_dir``; ``clock`` (the wall clock, seconds since the
+    epoch) judges running sweeps' heartbeats."""
     app = web.Application(middlewares=[headers, errors])
     root = Path(runs_dir).resolve()
     app[ROOT_KEY] = root
     app[CATALOG_KEY] = Catalog(root)
     app[ENV_KEY] = _environment()
     app[REPLAY_LOCK_KEY] = asyncio.Lock()
+    app[CLOCK_KEY] = clock
     app.add_routes([
         web.get("/", index),
         web.get("/rows", index_rows),
@@ -618,6 +904,9 @@ def make_app(runs_dir: str | Path) -> web.Application:
         web.get("/study/{id:.+}", study_page),
         web.get("/comparison/{id:.+}", comparison_page),
         web.get("/plot/{id:.+}", plot),
+        web.get("/file/{id:.+}", download),
+        web.get("/progress/{id:.+}", progress),
+        web.get("/glossary", glossary),
         web.get("/favicon.ico", favicon),
         web.static("/static", STATIC, follow_symlinks=False),
     ])

@@ -9,6 +9,7 @@ kind               marked by                        what it is
 ``montecarlo``     ``summary.json`` (mode)          a Monte Carlo or counterfactual group
 ``counterfactual``
 ``sweep``          ``sweep.json`` / ``ledger.jsonl``  a batch sweep, finished or still running
+``montecarlo``     ``heartbeat.json`` (no summary)  a Monte Carlo or counterfactual group still running
 ``study``          ``study.json``                   a perturbation study
 ``comparison``     ``comparison.json``              ``python -m scenarios.llm_auction compare``
 =================  ===============================  =========================================
@@ -21,7 +22,13 @@ directory, or beside it in groups written before 2026-11-27) and a sweep's trial
 shown nested under its row, and a Monte Carlo's row takes its backend and cost from
 them. Every file is read through :mod:`simcore.base.files`; a damaged entry is
 listed with the reader's message. Summaries are cached per directory and recomputed
-when a marker file changes.
+when a marker file changes; a running entry's progress (its ``heartbeat.json``,
+:mod:`simcore.base.heartbeat`) is judged by the page at the time it is shown.
+
+Key figures: a run's key metrics as its scenario declares them
+(:mod:`simcore.view.figures`); a group's differences A - B of those metrics; a
+sweep's first key metric, its mean per grid cell and condition; a comparison's
+pooled correctness per mechanism; a study's mean d_norm per perturbation.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any, Callable
 from simcore.base.files import (
     DamagedFile,
     read_comparison,
+    read_heartbeat,
     read_ledger_line,
     read_manifest,
     read_record,
@@ -43,14 +51,18 @@ from simcore.base.files import (
     read_sweep_definition,
     read_trace,
 )
+from simcore.base.heartbeat import HEARTBEAT
 from simcore.replies.quality import merge, unreadable_share
-from simcore.runs.counterfactual import trial_dir
-from simcore.view.figures import resolved_metrics
+from simcore.runs.counterfactual import TRIALS_DIR, trial_dir
+from simcore.view.figures import Figure, Name, study_vocabulary, vocabulary
 from simcore.view.paths import MAX_DEPTH, SEGMENT, BadId, entry_id, guard, resolve_id
 
 MARKERS = ("manifest.json", "results.json", "trace.jsonl", "summary.json", "sweep.json", "ledger.jsonl", "study.json",
-           "comparison.json")
-KEY_METRICS = 4
+           "comparison.json", HEARTBEAT)
+#: A group's key figures in the runs table, at most.
+KEY_FIGURES = 5
+#: A sweep's means per cell and condition in the runs table, at most.
+SWEEP_CELLS = 8
 
 
 @dataclass
@@ -77,13 +89,14 @@ class Entry:
     Attributes:
         id: Path relative to RUNS_DIR.
         kind: run, montecarlo, counterfactual, group, sweep, study or comparison.
-        scenario, created, seed, backend, models, status, cost_usd, parse, metrics:
-            What the table shows (None where unknown); ``metrics`` are the key figures by
-            name (a Monte Carlo's: its differences A - B).
-        verdicts: The decision on a key figure that has one ("significant", "not significant").
+        scenario, created, seed, backend, models, status, cost_usd, parse: What the table
+            shows (None where unknown).
+        figures: The key figures (a Monte Carlo's: its differences A - B, each with its decision).
+        figures_caption: What the figures are, where their names do not say (a sweep's means).
         damaged: The reader's message when a file failed its check.
         note: A short extra (trials, pairs, progress of a sweep).
         trials: A Monte Carlo's or a sweep's trials, nested under its row.
+        heartbeat: The heartbeat of a sweep or group still running (or stopped), as recorded.
     """
 
     id: str
@@ -96,11 +109,12 @@ class Entry:
     status: str | None = None
     cost_usd: float | None = None
     parse: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    verdicts: dict[str, str] = field(default_factory=dict)
+    figures: list[Figure] = field(default_factory=list)
+    figures_caption: str | None = None
     damaged: str | None = None
     note: str = ""
     trials: list[Trial] = field(default_factory=list)
+    heartbeat: dict[str, Any] | None = None
 
 
 def kind_of(names: set[str]) -> str | None:
@@ -113,7 +127,7 @@ def kind_of(names: set[str]) -> str | None:
         return "comparison"
     if "manifest.json" in names:
         return "run"
-    if "summary.json" in names:
+    if "summary.json" in names or HEARTBEAT in names:  # a group's heartbeat: it is still running
         return "group"
     return None
 
@@ -222,20 +236,8 @@ def _parse_cell(quality: dict[str, Any] | None) -> str | None:
     share = unreadable_share(quality)
     reasked = sum(int(c.get("reasked", 0)) for c in quality.values())
     n = sum(int(c.get("replies", 0)) for c in quality.values())
-    text = f"{n} replies, {share:.0%} unreadable" if share is not None else f"{n} replies"
-    return text + (f", {reasked} re-asked" if reasked else "")
-
-
-def key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The first few numeric metrics (by name), for a table cell."""
-    out = {}
-    for name in sorted(metrics):
-        v = metrics[name]
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[name] = v
-        if len(out) == KEY_METRICS:
-            break
-    return out
+    text = f"{n:,} replies, {share:.0%} unreadable" if share is not None else f"{n:,} replies"
+    return text + (f", {reasked:,} re-asked" if reasked else "")
 
 
 def _run(path: Path, entry: Entry) -> None:
@@ -252,10 +254,12 @@ def _run(path: Path, entry: Entry) -> None:
     entry.status = results["status"]
     entry.cost_usd = results.get("cost_usd")
     entry.parse = _parse_cell(results.get("parse_quality"))
-    entry.metrics = key_metrics(resolved_metrics(entry.scenario, results.get("metrics") or {}))
+    entry.figures = vocabulary(entry.scenario).key_figures(results.get("metrics") or {})
 
 
 def _group(path: Path, entry: Entry) -> None:
+    if not (path / "summary.json").exists():
+        return _running_group(path, entry)
     summary = read_record(path / "summary.json")
     entry.kind = summary.get("mode") if summary.get("mode") in ("monte_carlo", "counterfactual") else "group"
     entry.kind = entry.kind.replace("monte_carlo", "montecarlo")
@@ -276,18 +280,34 @@ def _group(path: Path, entry: Entry) -> None:
             entry.trials.append(Trial(f"{label} #{k}", trial_dir(entry.id, summary, str(name)).as_posix()))
 
 
+def _running_group(path: Path, entry: Entry) -> None:
+    """A group whose summary is not written yet: what its heartbeat says, and its trials so far."""
+    beat = entry.heartbeat = read_heartbeat(path)
+    assert beat is not None  # (kind_of found it)
+    entry.kind = "counterfactual" if beat["kind"] == "counterfactual" else "montecarlo"
+    entry.scenario, entry.seed = beat.get("scenario"), beat.get("seed")
+    entry.created = _created_from_id(path.name)
+    entry.note = f"{_count(beat['total'] // 2, 'trial')} per arm"
+    trials = path / TRIALS_DIR
+    for run in sorted(trials.iterdir()) if trials.is_dir() else []:
+        arm, number = run.name.removeprefix(f"{path.name}-")[:1], run.name.removeprefix(f"{path.name}-")[1:]
+        if run.is_dir() and not run.name.startswith(".") and arm in ("A", "B"):
+            entry.trials.append(Trial(f"{arm_label(beat, arm)} #{int(number) if number.isdigit() else number}",
+                                      f"{entry.id}/{TRIALS_DIR}/{run.name}"))
+
+
 def _headline(entry: Entry, diffs: dict[str, dict[str, Any]]) -> None:
-    """A group's key figures: the differences A - B of its compared metrics, those found
-    significant first (then by adjusted p), and in its note how many were significant."""
+    """A group's key figures: the differences A - B of its scenario's key metrics (without
+    declared ones, of its compared metrics, those found significant first, then by adjusted p),
+    and in its note how many were significant."""
     def order(item: tuple[str, dict[str, Any]]) -> tuple[bool, float, str]:
         name, d = item
         p = d.get("p_adjusted")
         return not d.get("significant"), p if isinstance(p, (int, float)) else 2.0, name
 
-    for name, d in sorted(diffs.items(), key=order)[:KEY_METRICS]:
-        entry.metrics[f"Δ {name}"] = d.get("delta_mean")
-        if isinstance(d.get("significant"), bool):
-            entry.verdicts[f"Δ {name}"] = "significant" if d["significant"] else "not significant"
+    words = vocabulary(entry.scenario)
+    keys = [k for k in words.keys if k in diffs] or [n for n, _ in sorted(diffs.items(), key=order)]
+    entry.figures = [words.difference(name, diffs[name]) for name in keys[:KEY_FIGURES]]
     decided = [d["significant"] for d in diffs.values() if isinstance(d.get("significant"), bool)]
     if decided:
         entry.note += f"; {sum(decided)} of {len(decided)} metrics significant"
@@ -312,9 +332,13 @@ def _comparison(path: Path, entry: Entry) -> None:
     entry.backend, entry.cost_usd = backend.get("name"), manifest.get("cost_usd")
     entry.models = [str(m) for m in manifest.get("models") or []]
     entry.note = f"{_count(len(manifest['trial_seeds']), 'trial')} each: {', '.join(map(str, manifest['mechanisms']))}"
-    entry.metrics = {f"correctness {m}": r["correctness_pooled"].get("rate")
+    words = vocabulary(entry.scenario)
+    correct = words.name("correctness")
+    entry.figures = [Figure(Name("correctness", f"{correct.label}: {m}", correct.title, correct.anchor), rate,
+                            words.format("correctness", [rate]).text(rate))
                      for m, r in comparison["mechanisms"].items()
-                     if isinstance(r, dict) and isinstance(r.get("correctness_pooled"), dict)}
+                     if isinstance(r, dict) and isinstance(r.get("correctness_pooled"), dict)
+                     for rate in [r["correctness_pooled"].get("rate")]]
     decided = [d["significant"] for p in comparison.get("pairs") or [] if isinstance(p, dict)
                for d in p.values() if isinstance(d, dict) and isinstance(d.get("significant"), bool)]
     if decided:
@@ -340,18 +364,20 @@ def _sweep(path: Path, entry: Entry) -> None:
         entry.models = [str(definition["backend"].get("model"))]
     planned = meta.get("n_trials")
     done = sum(r.get("status") is not None for r in ledger.rows)
-    if (path / "summary.json").is_file():
-        summary = read_record(path / "summary.json")
+    layout = SweepLayout.of(definition)
+    summary = read_record(path / "summary.json") if (path / "summary.json").is_file() else None
+    if summary is not None:
         entry.status = "finished" if not summary.get("n_error") else f"finished, {summary['n_error']} failed"
         entry.cost_usd = summary.get("cost_usd")
         entry.parse = _parse_cell(summary.get("parse_quality"))
     else:
+        entry.heartbeat = read_heartbeat(path)  # (its state is judged when the page is shown)
         entry.status = "running or stopped"
         entry.cost_usd = sum(float(r.get("cost_usd") or 0) for r in ledger.rows)
     entry.note = f"{done} of {planned if planned is not None else '?'} trials written"
     if ledger.damaged:
         entry.note += f"; {_count(len(ledger.damaged), 'ledger line')} unreadable"
-    layout = SweepLayout.of(definition)
+    _cell_means(entry, layout, summary, ledger.rows)
     for row in ledger.rows:
         run_dir = row.get("run_dir")
         tid = f"{entry.id}/{run_dir}" if run_dir and (path / run_dir / "manifest.json").is_file() else None
@@ -359,6 +385,51 @@ def _sweep(path: Path, entry: Entry) -> None:
         label = ", ".join([*(condition(k, v) for k, v in params.items()), *([cond] if cond != "none" else [])])
         entry.trials.append(Trial(f"{label or 'trial'} #{trial}", tid, row.get("seed"), row.get("status"),
                                   _parse_cell(_unflatten(row.get("quality")))))
+
+
+def cell_groups(layout: "SweepLayout", summary: dict[str, Any] | None,
+                rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sweep's groups, one per grid cell and condition in the sweep's order: ``params``,
+    ``condition``, ``n`` and each metric's ``stats`` (its summary's figures once ``summary.json``
+    is written; before, the mean of the ledger's trials that finished ok so far)."""
+    if summary is not None:
+        return [{"params": g.get("params") or {}, "condition": str(g.get("condition")), "n": g.get("n"),
+                 "stats": {k: m or {} for k, m in (g.get("metrics") or {}).items()}}
+                for g in summary.get("groups") or []]
+    cells: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in rows:
+        if row.get("status") != "ok":
+            continue
+        cell, params, cond, _ = layout.place(row["index"])
+        group = cells.setdefault((cell, layout.conditions.index(cond) if cond in layout.conditions else -1),
+                                 {"params": params, "condition": cond, "n": 0, "values": {}})
+        group["n"] += 1
+        for name, v in (row.get("metrics") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                group["values"].setdefault(name, []).append(float(v))
+    return [{**{k: g[k] for k in ("params", "condition", "n")},
+             "stats": {name: {"mean": sum(v) / len(v)} for name, v in g["values"].items()}}
+            for _, g in sorted(cells.items())]
+
+
+def _cell_means(entry: Entry, layout: "SweepLayout", summary: dict[str, Any] | None,
+                rows: list[dict[str, Any]]) -> None:
+    """A sweep's key figures: its first key metric's mean per grid cell and condition."""
+    words = vocabulary(entry.scenario)
+    groups = cell_groups(layout, summary, rows)
+    key = next(iter(words.key_names({k: 0.0 for g in groups for k in g["stats"]})), None)
+    if key is None:
+        return
+    shown = words.name(key)
+    means = [g["stats"].get(key, {}).get("mean") for g in groups]
+    fmt = words.format(key, means)
+    entry.figures_caption = f"mean {shown.label} per cell"
+    for g, mean in list(zip(groups, means))[:SWEEP_CELLS]:
+        label = ", ".join([*(condition(k, v) for k, v in g["params"].items()),
+                           *([g["condition"]] if g["condition"] != "none" else [])])
+        entry.figures.append(Figure(Name(key, label or "all trials", shown.title, shown.anchor), mean, fmt.text(mean)))
+    if len(groups) > SWEEP_CELLS:
+        entry.figures_caption += f" (first {SWEEP_CELLS} of {len(groups)})"
 
 
 @dataclass
@@ -415,9 +486,13 @@ def _study(path: Path, entry: Entry) -> None:
     entry.status = "warnings" if study.get("warnings") else "ok"
     perts = definition.get("perturbations") or []
     entry.note = f"{_count(definition.get('pairs'), 'pair')} x {_count(len(perts), 'perturbation')}"
-    for row in study.get("summary") or []:
-        if isinstance(row, dict) and isinstance(row.get("mean_d_norm"), (int, float)):
-            entry.metrics[f"mean_d_norm {row.get('perturbation')}"] = row["mean_d_norm"]
+    words = study_vocabulary()
+    d_norm = words.name("mean_d_norm")
+    rows = [r for r in study.get("summary") or []
+            if isinstance(r, dict) and isinstance(r.get("mean_d_norm"), (int, float))]
+    fmt = words.format("mean_d_norm", [r["mean_d_norm"] for r in rows])
+    entry.figures = [Figure(Name("mean_d_norm", f"{d_norm.label}: {r.get('perturbation')}", d_norm.title,
+                                 d_norm.anchor), r["mean_d_norm"], fmt.text(r["mean_d_norm"])) for r in rows]
 
 
 @dataclass

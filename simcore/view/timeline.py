@@ -13,6 +13,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from backends.cassette import Cassette
 from backends.pricing import cost_usd
 from backends.registry import BackendSpec, price_table
@@ -142,3 +144,40 @@ class PromptBook:
         with cls._lock:
             cls._cache[path] = (stamp, book)
         return book
+
+
+def perturbation_marks(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Where a perturbed run's perturbation acted, as its results record it (``perturbation.applied``:
+    per change, the operator, simulated time, the trace index at which it acted, the agent and the
+    fields); empty for a run that was not perturbed (or a pair trial, whose trace is another run's)."""
+    record = results.get("perturbation")
+    applied = record.get("applied") if isinstance(record, Mapping) else None
+    if not isinstance(applied, list):
+        return []
+    out = []
+    for k, entry in enumerate(a for a in applied if isinstance(a, Mapping) and isinstance(a.get("event"), int)):
+        fields = ", ".join(f"{f}={v}" for f, v in (entry.get("fields") or {}).items())
+        who = f" {entry['agent']}'s turn" if entry.get("agent") else ""
+        text = f"{entry.get('operator')} acted on{who or ' the run'}" + (f" ({fields})" if fields else "")
+        out.append({"k": k, "event": entry["event"], "t": entry.get("t"), "operator": entry.get("operator"),
+                    "text": text})
+    return out
+
+
+def place_marks(marks: Sequence[Mapping[str, Any]], selected: Sequence[int], page: int,
+                size: int) -> tuple[dict[int, list[Mapping[str, Any]]], list[Mapping[str, Any]], dict[int, int]]:
+    """Where each mark goes among the transcript's shown events: before the first selected event at
+    or after the trace index where it acted. Returns the marks of this page by the position of the
+    row they precede, those that follow its last row, and the page of every mark (by its ``k``)."""
+    here: dict[int, list[Mapping[str, Any]]] = {}
+    end: list[Mapping[str, Any]] = []
+    pages = {}
+    first = (page - 1) * size
+    for mark in marks:
+        position = int(np.searchsorted(np.asarray(selected), mark["event"]))
+        pages[mark["k"]] = min(position // size + 1, max(1, -(-len(selected) // size)))
+        if first <= position < first + size and position < len(selected):
+            here.setdefault(position - first, []).append(mark)
+        elif position == len(selected) and pages[mark["k"]] == page:
+            end.append(mark)
+    return here, end, pages

@@ -1,5 +1,5 @@
-// The run browser's few behaviours: sort and filter tables, refresh live tables,
-// load prompts when opened, run a replay, and show only differing aligned pairs.
+// The run browser's few behaviours: sort and filter tables, refresh live tables and progress,
+// tick two runs to compare, load prompts when opened, run a replay, and show only differing aligned pairs.
 "use strict";
 
 function cellValue(row, i) {
@@ -85,9 +85,48 @@ function setUpRefresh() {
         const html = await res.text();
         if (html === last) return;
         last = html;
+        const ticked = new Set(Array.from(body.querySelectorAll("input.pick:checked"), i => i.value));
+        const open = new Set(Array.from(body.querySelectorAll("details[open] > summary"), s => s.textContent));
         body.innerHTML = html;
+        body.querySelectorAll("input.pick").forEach(i => { i.checked = ticked.has(i.value); });
+        body.querySelectorAll("details > summary").forEach(s => { if (open.has(s.textContent)) s.parentElement.open = true; });
         sortTable(table);
         filterTable(table);
+        updatePicks();
+      } catch (e) { /* the server may be restarting; try again next time */ }
+    }, every);
+  }
+}
+
+// The runs table: tick two runs, then compare them (the form sends run=A&run=B).
+function updatePicks() {
+  const button = document.getElementById("compare-picked");
+  if (!button) return;
+  const ticked = document.querySelectorAll("input.pick:checked").length;
+  button.disabled = ticked !== 2;
+  document.getElementById("picked-note").textContent =
+    ticked === 2 ? "the two runs ticked" : `tick two runs (${ticked} ticked)`;
+}
+
+function setUpPicks() {
+  document.addEventListener("change", e => { if (e.target.matches && e.target.matches("input.pick")) updatePicks(); });
+  updatePicks();
+}
+
+// A running sweep's or group's progress: polled until its summary is written, then the page reloads.
+function setUpProgress() {
+  for (const box of document.querySelectorAll(".progress-box[data-url]")) {
+    const every = 1000 * parseFloat(box.dataset.every || "2");
+    const timer = setInterval(async () => {
+      try {
+        const res = await fetch(box.dataset.url, {cache: "no-store"});
+        if (!res.ok) return;
+        box.innerHTML = await res.text();
+        const state = box.querySelector("[data-state]");
+        if (state && state.dataset.state === "finished") {
+          clearInterval(timer);
+          location.reload();
+        }
       } catch (e) { /* the server may be restarting; try again next time */ }
     }, every);
   }
@@ -149,7 +188,13 @@ function setUpCompare() {
 
 document.addEventListener("DOMContentLoaded", () => {
   setUpTables();
+  for (const input of document.querySelectorAll(".filter-text")) {  // a filter given in the address (?q=)
+    const table = document.getElementById(input.dataset.table);
+    if (table && input.value) filterTable(table);
+  }
   setUpRefresh();
+  setUpPicks();
+  setUpProgress();
   setUpPrompts();
   setUpReplay();
   setUpCompare();
