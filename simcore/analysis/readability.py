@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from simcore.analysis import stats
-from simcore.replies.reading import UNREADABLE
+from simcore.replies.reading import REASONING_CUT, UNREADABLE
 
 ALPHA = stats.ALPHA
 
@@ -54,18 +54,20 @@ ALPHA = stats.ALPHA
 @dataclass(frozen=True)
 class Arm:
     """The replies of one run (or of an arm pooled): how many, how many unreadable, its reply
-    slots when recorded (:meth:`~simcore.replies.quality.ParseQuality.slots`), and how many were
-    answered only when asked again (None for a run recorded before they were counted)."""
+    slots when recorded (:meth:`~simcore.replies.quality.ParseQuality.slots`), how many were
+    answered only when asked again (None for a run recorded before they were counted), and how
+    many were cut by the model's reasoning (no answer, yet not unreadable)."""
 
     replies: int
     unreadable: int
     slots: Mapping[str, Any] | None = None
     reask_read: int | None = None
+    reasoning_cut: int = 0
 
     @property
     def answers(self) -> int:
         """The replies read (at first or on a re-ask)."""
-        return self.replies - self.unreadable
+        return self.replies - self.unreadable - self.reasoning_cut
 
 
 def arm_of(results: Mapping[str, Any]) -> Arm:
@@ -75,7 +77,8 @@ def arm_of(results: Mapping[str, Any]) -> Arm:
     return Arm(sum(int(c.get("replies", 0)) for c in quality.values()),
                sum(int(c.get(UNREADABLE, 0)) for c in quality.values()),
                results.get("reply_slots"),
-               sum(int(c["reask_read"]) for c in quality.values()) if counted else None)
+               sum(int(c["reask_read"]) for c in quality.values()) if counted else None,
+               sum(int(c.get(REASONING_CUT, 0)) for c in quality.values()))
 
 
 def _pooled(arms: Sequence[Arm]) -> tuple[int, int]:

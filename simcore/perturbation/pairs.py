@@ -396,6 +396,8 @@ def pair_metrics(
         "unreadable_only_perturbed": None if slots is None else slots[0],
         "unreadable_only_baseline": None if slots is None else slots[1],
         # ... and the answers given only when asked again (None for runs that did not count them).
+        "answers_baseline": read_b.answers,
+        "answers_perturbed": read_p.answers,
         "reask_read_baseline": read_b.reask_read,
         "reask_read_perturbed": read_p.reask_read,
         "reask_only_perturbed": None if reasks is None else reasks[0],

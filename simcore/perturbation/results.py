@@ -91,8 +91,7 @@ def _answers(sub: pd.DataFrame, arm: str) -> tuple[int, int] | None:
     """An arm's (answers, answers given on a re-ask), None where a run did not count the latter."""
     if f"reask_read_{arm}" not in sub.columns or any(_num(v) is None for v in sub[f"reask_read_{arm}"]):
         return None
-    return (int(sub[f"replies_{arm}"].sum() - sub[f"unreadable_{arm}"].sum()),
-            int(sub[f"reask_read_{arm}"].sum()))
+    return int(sub[f"answers_{arm}"].sum()), int(sub[f"reask_read_{arm}"].sum())
 
 
 def _rate_ci(name: str, k: int, n: int) -> dict[str, float | None]:
