@@ -68,8 +68,8 @@ class ParseQuality:
                 self._unreadable.add(key)
             else:
                 self._unreadable.discard(key)
-                if earlier:
-                    self._reask_read.add(key)
+            if earlier and reading.readable:  # (a reply cut by its reasoning is no answer)
+                self._reask_read.add(key)
         c = self.counts.get(kind)
         if c is None:
             c = self.counts[kind] = dict.fromkeys(COUNTS, 0)
