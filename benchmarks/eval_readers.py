@@ -1,13 +1,18 @@
-"""Score the reply readers on the labelled real-reply corpus, as a classifier is scored.
+"""Score the reply readers on the labelled real-reply corpora, as a classifier is scored.
 
-The corpus (``tests/corpus/real/``) is split by (model, seed) in ``split.json``:
-**development** replies, which reading rules may be changed against, and
-**held-out** replies, collected fresh and labelled by hand before any reader ran on
-them, which only measure. For each part, per model and reply kind, this prints and
-writes: replies, labelled readable (the label gives one value for every required
-field), read, misread (any labelled field given a value its label does not allow),
-precision (read replies with no misread), readable but flagged, and recall
-(labelled-readable replies read right).
+Two corpora, read as the pipeline reads them: the small local models' replies
+(``tests/corpus/real/``, source "local"), each with the request it answered and, for a
+re-ask, the reply it re-asks and the follow-up; and capable models' replies from public
+research repositories (``tests/corpus/capable/``, one source per repository), each served
+to simcore's own decision prompt. Both are split in ``tests/corpus/real/split.json``:
+**development** replies, which reading rules may be changed against, and **held-out**
+replies (local: by model and seed; capable: by source), labelled by hand before any reader
+ran on them, which only measure. For each part, per source, model, reply kind and reply
+(first replies and re-ask replies apart), this prints and writes: replies, labelled
+readable (the label gives one value for every required field), read, misread (any
+labelled field given a value its label does not allow), precision (read replies with no
+misread), readable but flagged, and recall (labelled-readable replies read right).
+Capable replies not labelled yet are left out.
 
 Writes ``benchmarks/results/reader_eval.json`` and the two tables of
 ``docs/real-models.md`` (between its ``reader-eval`` markers)::
@@ -27,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus import real  # noqa: E402
+from tests.corpus import capable, real  # noqa: E402
 
 DOCS = ROOT / "docs" / "real-models.md"
 RESULTS = ROOT / "benchmarks" / "results" / "reader_eval.json"
@@ -36,12 +41,13 @@ SECTION = re.compile(r"(<!-- reader-eval:(?P<split>\w+):begin -->\n).*?(\n<!-- r
 
 def tables() -> tuple[dict[str, str], dict[str, object]]:
     """The Markdown table of each split, and the JSON record of every row."""
-    rows = real.evaluate(real.load())
+    rows = real.evaluate([*real.load(), *capable.load()])
     md = {split: real.format_evaluation(rows, split) for split in ("development", "heldout")}
     data = {
         "columns": list(real.EVAL_COLUMNS),
-        "rows": [{"split": s, "model": m, "json_mode": j, "kind": k, **row} for (s, m, j, k), row in sorted(rows.items())],
-        "totals": [{"split": s, "model": m, **row} for (s, m), row in sorted(real.totals(rows).items())],
+        "rows": [dict(zip(real.KEY, k), **row) for k, row in sorted(rows.items())],
+        "totals": [dict(zip(("split", "source", "model", "reply"), k), **row)
+                   for k, row in sorted(real.totals(rows, ("split", "source", "model", "reply")).items())],
     }
     return md, data
 

@@ -115,3 +115,98 @@ def test_the_docs_tables_are_what_the_readers_give_now():
     md, _ = module.tables()
     doc = module.DOCS.read_text(encoding="utf-8")
     assert module.with_tables(doc, md) == doc, "run python benchmarks/eval_readers.py"
+
+
+# -- capable models' replies (tests/corpus/capable, issue 48) ----------------------------------------------
+
+
+def test_capable_replies_keep_their_source_and_their_moves_mapping():
+    from tests.corpus import capable
+
+    every = capable.load(labelled_only=False)
+    assert {r["source"] for r in every} >= {"pcaspa", "phelps", "yoshino"} and len(every) >= 300
+    held = capable.heldout_sources()
+    assert held and held <= {r["source"] for r in every}  # at least one source held out entirely
+    for r in every:
+        assert r["repo"].count("/") == 1 and len(r["commit"]) == 40 and r["path"] and r["locator"], r["where"]
+        assert set(r["moves"].values()) == {"COOPERATE", "DEFECT"} and r["reply_original"].strip(), r["where"]
+        assert r["split"] == ("heldout" if r["source"] in held else "development")
+    # Only labelled replies are read (a held-out source waits for its labels).
+    labelled = capable.load()
+    assert all(r["label"] is not None for r in labelled)
+    for r in labelled:
+        want = r["label"]["action"]
+        assert want in ("COOPERATE", "DEFECT", None) or set(want["ambiguous"]) <= {"COOPERATE", "DEFECT", None}
+
+
+def test_capable_replies_are_served_to_simcores_own_decision_prompt():
+    from tests.corpus import capable
+
+    req = capable.decision_request()
+    assert req["messages"][-1]["content"].endswith("Decision (COOPERATE/DEFECT):")
+    assert req["schema"] == "scenarios.acausal_cooperation.prompts:DecisionReply"
+    read = capable.read({"reply": 'I would choose to "Cooperate".\n\nExplanation: it pays in the long run.'})
+    assert read.fields["action"] == "COOPERATE"
+
+
+def test_no_labelled_capable_reply_is_misread():
+    from tests.corpus import capable
+
+    bad = []
+    for r in capable.load():
+        got = real.values(capable.read(r), ["action"])
+        if real.compare(r["label"], got)["action"] == "misread":
+            bad.append(f"{r['where']} {r['source']}/{r['model']}: label {r['label']}, read {got}: {r['reply'][:80]!r}")
+    assert not bad, "\n".join(bad)
+
+
+def _script(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_reask_task_shows_the_reply_it_reasks_and_the_followup(tmp_path):
+    import gzip
+    import json
+
+    labels = _script("label_replies")
+    reask = next(r for r in RECORDS if real.reply_of(r) == "re-ask")
+    t = labels.task(dict(reask), "x-0000")
+    assert t["reask"] is True and t["follow_up"] == reask["messages"][-1]["content"]
+    assert t["previous_reply"] and t["asked"] and t["reply"] == reask["reply"]
+    # A capable source's records keep their ids; labels given bare merge as the field's value.
+    src = tmp_path / "src.jsonl.gz"
+    recs = [{"id": f"s-{n}", "source": "s", "kind": "decision", "model": "m", "moves": {"J": "COOPERATE", "F": "DEFECT"},
+             "asked": "Which option, J or F?", "reply_original": text, "reply": text, "finish_reason": "stop",
+             "label": None, "note": None} for n, text in enumerate(["J", "I cannot say."])]
+    src.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in recs).encode()))
+    assert labels.task(recs[0], labels.rid_of(recs[0], None, 0))["fields"]["action"]["moves"] == recs[0]["moves"]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"id": "s-0", "label": "COOPERATE", "reason": "J"}\n{"id": "s-1", "label": null}\n')
+    b.write_text('{"id": "s-0", "label": {"action": "COOPERATE"}, "note": "J alone"}\n{"id": "s-1", "label": null}\n')
+    assert labels.main(["corpus", str(src), "-", str(a), str(b), "--out", str(src)]) == 0
+    merged = [json.loads(line) for line in gzip.decompress(src.read_bytes()).decode().splitlines()]
+    assert [m["label"] for m in merged] == [{"action": "COOPERATE"}, {"action": None}] and merged[0]["note"] == "J"
+
+
+def test_capture_leaves_out_the_dry_run_that_checks_the_context_window(tmp_path):
+    # The collector once recorded the stub's replies of the window check as the model's (veil, seed 57).
+    import contextlib
+    import io
+
+    from simcore.cli import main
+    from simcore.runs.scenario import load_scenario
+
+    flags = ["--n-agents", "2", "--max-rounds", "1", "--plots", "none", "--json"]
+    got = []
+    for extra in ([], ["--context-window", "4096"]):
+        with real.capture() as calls, contextlib.redirect_stdout(io.StringIO()):
+            assert main(load_scenario("veil_of_ignorance"), [*flags, *extra, "--out", str(tmp_path / str(len(got)))]) == 0
+        got.append([(c.kind, c.reply) for c in calls])
+    assert got[0] == got[1] and got[0]

@@ -28,7 +28,7 @@ def test_each_turn_counts_once_under_its_final_reading():
     q.record("vote", SALVAGED)
     c = q.to_dict()["vote"]
     assert c == {"replies": 5, "json": 3, "label": 1, "prose": 0, "unreadable": 1, "reasoning_cut": 0, "truncated": 2,
-                 "salvaged": 1, "reasked": 2, "lowered": 0,
+                 "salvaged": 1, "reasked": 2, "reask_read": 1, "lowered": 0,
                  "echo": 0, "partial": 0}
     assert sum(c[k] for k in ("json", "label", "prose", "unreadable")) == c["replies"]
 
@@ -82,3 +82,17 @@ def test_an_all_json_run_gets_one_line():
     q.record("vote", JSON)
     q.record("turn", JSON)
     assert summary_lines(q.to_dict()) == ["  replies: 2, every one read as JSON"]
+
+
+def test_a_slot_answered_only_on_its_reask_is_recorded_and_a_reasoning_cut_is_no_answer():
+    from simcore.analysis.readability import arm_of
+
+    cut = Reading(None, "reasoning_cut", False, ("no answer",))
+    q = ParseQuality()
+    q.record("vote", BAD, slot="A")
+    q.record("vote", JSON, (BAD,), slot="A")  # answered on its re-ask
+    q.record("vote", cut, slot="B")
+    q.record("vote", cut, (cut,), slot="B")  # cut by its reasoning again: no answer
+    assert q.slots()["reask_read"] == ["vote|A#0"] and q.slots()["unreadable"] == []
+    arm = arm_of({"parse_quality": q.to_dict(), "reply_slots": q.slots()})
+    assert (arm.replies, arm.unreadable, arm.reasoning_cut, arm.answers, arm.reask_read) == (2, 0, 1, 1, 1)

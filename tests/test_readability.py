@@ -222,6 +222,9 @@ def test_reply_slots_number_repeats_and_count_a_reask_as_its_turn():
     # Re-asked and then read: the same five turns (no re-ask slot), none unreadable.
     fixed = slots_of(["hmm", '{"action": "DEFECT"}'], reask=1)
     assert fixed["turns"] == 5 and fixed["unreadable"] == [] and fixed["digest"] == unread["digest"]
+    # ... and every one of them answered only when asked again; none where the first reply answers.
+    assert len(fixed["reask_read"]) == 5 and unread["reask_read"] == []
+    assert slots_of(['{"action": "DEFECT"}'], reask=1)["reask_read"] == []
 
 
 def test_a_perturbation_that_makes_replies_unreadable_is_marked():
@@ -244,3 +247,134 @@ def test_a_perturbation_that_makes_replies_unreadable_is_marked():
                for w in res.warnings())
     marks = res.summary()["readability_mark"]
     assert marks.iloc[0] == cut["mark"] and marks.isna().iloc[1]
+
+
+# -- answers given only when asked again (issue 48): tested between arms as readability is ----------
+
+
+@dataclass(frozen=True)
+class LateConfig(Config):
+    """Six agents, three rounds; ``late`` of the first replies answer nothing, their re-asks do."""
+
+    late: float = param(0.1, lo=0.0, hi=1.0, help="share of first replies that only a re-ask answers")
+
+
+@dataclass(frozen=True)
+class Late:
+    """A first reply in the format, or with chance ``late`` none; every re-ask in the format."""
+
+    late: float
+
+    def __call__(self, request: LLMRequest, rng: np.random.Generator) -> Any:
+        if request.schema is None:
+            return "ok"
+        if not request.metadata.get("reask") and rng.random() < self.late:
+            return "Agent B's decision is probably the same as last time."
+        return sample_schema(request.schema, rng)
+
+
+LATE = Scenario(
+    name="late", description="test scenario: arms that differ only in answers given on a re-ask",
+    config_type=LateConfig, build=build, analyze=analyze, behaviour=lambda cfg: Late(cfg.late),
+    counterfactual=("late", 0.8, 0.1),
+)
+
+
+def test_arms_whose_answers_came_from_reasks_unequally_say_so_beside_readability(tmp_path):
+    from backends.registry import BackendSpec
+    from simcore.cli import format_arms
+    from simcore.runs.counterfactual import run_arms
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        summary = run_arms(LATE, LateConfig(), 3, n_trials=3, out=tmp_path, progress=False,
+                           spec=BackendSpec("stub", options={"reask": 1}))
+    record = summary["statistical_comparison"]["readability"]
+    assert record["unreadable_a"] == record["unreadable_b"] == 0 and record["mark"] is None  # every reply read
+    reask = record["reask"]
+    # 54 answer slots per arm (6 agents x 3 rounds x 3 trials), matched across the shared seeds
+    assert reask["test"] == "exact McNemar" and reask["answers_a"] == reask["answers_b"] == 54
+    assert reask["share_a"] > 0.6 and reask["share_b"] < 0.3 and reask["differs"] is True
+    assert reask["mark"] == (f"arms differ in answers given only when asked again ({reask['share_a']:.0%} vs "
+                             f"{reask['share_b']:.0%} of answers came from a re-ask, p = {reask['p_adjusted']:.2g})")
+    assert reask["mark"] in format_arms(summary)
+
+
+def reasked_slots(unreadable: list[str], reask_read: list[str], turns: int = 4) -> dict[str, Any]:
+    return {**slots(unreadable, turns), "reask_read": reask_read}
+
+
+def test_the_reask_test_pairs_slots_answered_in_both_arms_and_equals_statsmodels():
+    from simcore.analysis.readability import Arm, compare, discordant_reasks
+
+    # Run pair 1: x answered on a re-ask in A only; y in both; z unreadable in B (left out of the re-ask test).
+    a = [Arm(4, 0, reasked_slots([], ["x#0", "y#0", "z#0"]), 3), Arm(4, 0, reasked_slots([], ["w#0"]), 1)]
+    b = [Arm(4, 1, reasked_slots(["z#0"], ["y#0"]), 1), Arm(4, 0, reasked_slots([], []), 0)]
+    assert [discordant_reasks(x, y) for x, y in zip(a, b)] == [(1, 0), (1, 0)]
+    rec = compare(a, b, paired=True)["reask"]
+    ref = mcnemar([[1, 2], [0, 4]], exact=True).pvalue
+    assert rec["test"] == "exact McNemar" and rec["p_value"] == pytest.approx(ref)
+    assert (rec["answers_a"], rec["reask_read_a"], rec["answers_b"], rec["reask_read_b"]) == (8, 4, 7, 1)
+    # Unpaired, or slots that do not match: Fisher's exact on the answers pooled per arm.
+    rec = compare(a, b, paired=False)["reask"]
+    assert rec["test"] == "Fisher's exact" and rec["p_value"] == pytest.approx(sps.fisher_exact([[4, 4], [1, 6]]).pvalue)
+    # Runs recorded before answers given on a re-ask were counted are not tested.
+    old = compare([Arm(4, 0, slots([]))], [Arm(4, 0, slots([]))], paired=True)["reask"]
+    assert old["p_value"] is None and old["not_tested"].startswith("runs recorded before")
+
+
+def test_the_reask_tests_are_a_holm_family_of_their_own_and_said_beside_readability():
+    from simcore.analysis.readability import (
+        decide,
+        from_counts,
+        readability_lines,
+        reask_from_counts,
+    )
+
+    records = {k: {**from_counts((100, 0), (100, 0)), "reask": reask_from_counts(ra, rb)}
+               for k, (ra, rb) in {"p1": ((100, 60), (100, 10)), "p2": ((100, 5), (100, 6))}.items()}
+    out = decide(records, family="mechanism pairs")
+    p1, p2 = out["p1"]["reask"], out["p2"]["reask"]
+    assert p1["family"] == "its own: Holm across 2 mechanism pairs"
+    assert p1["p_adjusted"] == pytest.approx(min(1.0, 2 * records["p1"]["reask"]["p_value"]))
+    assert p1["differs"] is True and p2["differs"] is False and p2["mark"] is None
+    assert out["p1"]["p_value"] is not None and out["p1"]["mark"] is None  # readability decided apart
+    assert readability_lines(out["p1"], "A", "B") == [f"  {p1['mark']}: {p1['test']}, {p1['unit']}; family {p1['family']}"]
+    assert readability_lines(out["p2"], "A", "B")[0].startswith("  answers given only when asked again A 5%, B 6%")
+
+
+@dataclass(frozen=True)
+class LateWhenMarked:
+    """A first reply that answers nothing where the prompt carries the mark; every other reply in the format."""
+
+    def __call__(self, request: LLMRequest, rng: np.random.Generator) -> Any:
+        if request.schema is None:
+            return "ok"
+        marked = any("LATEMARK" in m.content for m in request.messages)
+        if marked and not request.metadata.get("reask"):
+            return "Agent B's decision is probably the same as last time."
+        return sample_schema(request.schema, rng)
+
+
+def test_a_perturbation_whose_answers_come_from_reasks_is_marked_beside_readability():
+    # The mark injected into every prompt leaves each first reply of the perturbed runs without an answer
+    # and its re-ask answers: all 36 answer slots of the perturbed runs come from a re-ask, none of the baselines'.
+    from backends.registry import BackendSpec
+    from simcore.perturbation import run_study
+    from simcore.runs.scenario import ResultEntry
+
+    scenario = dataclasses.replace(LATE, behaviour=lambda cfg: LateWhenMarked(), outcome=ResultEntry("metrics"))
+    with contextlib.redirect_stderr(io.StringIO()):
+        study = run_study(scenario, LateConfig(), ["inject:text=LATEMARK,on=prompt,nth=all", "none"], pairs=2,
+                          spec=BackendSpec("stub", options={"reask": 1}))
+    res = study.results
+    reading = res.readability()
+    late, control = reading["inject:nth=all,text=LATEMARK,on=prompt"]["reask"], reading["none"]["reask"]
+    assert late["test"] == "exact McNemar" and (late["only_a"], late["only_b"]) == (36, 0)
+    assert (late["answers_a"], late["reask_read_a"], late["reask_read_b"]) == (36, 36, 0)
+    assert late["family"] == "its own: Holm across 2 perturbations" and late["differs"] is True
+    assert control["differs"] is False and control["reask_read_a"] == control["reask_read_b"] == 0
+    assert reading["inject:nth=all,text=LATEMARK,on=prompt"]["mark"] is None  # every slot read in both arms
+    assert any("differ in answers given only when asked again (100% vs 0%" in w for w in res.warnings())
+    summary = res.summary()
+    assert list(summary["reask_share_perturbed"]) == [1.0, 0.0] and list(summary["reask_share_baseline"]) == [0.0, 0.0]
+    assert summary["reask_mark"].iloc[0] == late["mark"] and summary["reask_mark"].isna().iloc[1]

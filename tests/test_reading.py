@@ -513,3 +513,171 @@ def test_a_nested_key_that_names_the_field_is_a_second_answer():
     # At the top level a qualified key is a field of its own: the opponent's last move is no second answer.
     flat = json.dumps({"action": "COOPERATE", "opponent_action": "DEFECT", "notes": [{"round": 1}]})
     assert read_reply(flat, _decision_reply()).fields["action"] == "COOPERATE"
+
+
+# -- issue 48: principles, each from development replies (issue 48's own quotes, the seed-57 runs, and
+#    the capable models' development source pcaspa/Prisoners-Dilemma-vs-LLMs, served to simcore's prompt)
+
+
+def _first_reading(text: str):
+    """An unreadable first reply's reading, as the kernel holds it when it re-asks."""
+    first = read_reply(text, _decision_reply())
+    assert not first.readable
+    return first
+
+
+def test_a_reask_reply_answers_only_by_a_json_object_of_its_own():
+    # A re-ask asks for the JSON object alone: prose and labels around it, or instead of it, are no answer.
+    known = _first_reading("Agent B's decision is COOPERATE.")
+    again = "I would choose to cooperate with Agent C. Here's why: they cooperated last round."
+    assert read_reply(again, _decision_reply()).fields["action"] == "COOPERATE"  # as a first reply
+    r = read_reply(again, _decision_reply(), known=known)
+    assert not r.readable and "a re-ask asks for the JSON alone" in r.errors[0]
+    assert not read_reply("Decision: DEFECT", _decision_reply(), known=known).readable
+    assert read_reply('{"action": "DEFECT"}', _decision_reply(), known=known).fields["action"] == "DEFECT"
+    fenced = 'Sure, here it is:\n```json\n{"action": "DEFECT"}\n```'
+    assert read_reply(fenced, _decision_reply(), known=known).fields["action"] == "DEFECT"
+
+
+def test_the_followup_written_back_is_the_prompts_and_its_object_no_answer():
+    # Issue 48, SmolLM2 (seed 57): the re-ask's instruction written back, its template mutated and fenced.
+    known = _first_reading("In this game, the only possible outcome is to cooperate with Agent B and the")
+    reply = ('Your response was cut off at the length limit before it was complete. Reply again with only this '
+             'JSON object:\n\n```json\n{"action": "COOPERATE", "choices": [{"name": "DEFECT"}, {"name": "DEFECT_A"}]}\n```')
+    assert not read_reply(reply, _decision_reply(), known=known).readable
+    # The instruction alone, in any wording, introduces its example (a first reply too).
+    for lead in ("Reply again with only this JSON object:", "Respond using the following JSON format:",
+                 "Answer with JSON like this:"):
+        assert not read_reply(f'{lead}\n```json\n{{"action": "DEFECT"}}\n```', _decision_reply()).readable, lead
+
+
+def test_an_object_whose_other_keys_carry_another_answer_gives_two():
+    # Issue 48, SmolLM2 (seed 57), a re-ask's reply: the object names both moves.
+    reply = 'Your JSON object contains the following: { "action": "COOPERATE", "type": "DEFECT" }'
+    assert "conflicting" in read_reply(reply, _decision_reply()).errors[0]
+    nested = '{"action": "COOPERATE", "choices": [{"name": "DEFECT"}, {"name": "DEFECT_A"}]}'
+    assert not read_reply(nested, _decision_reply()).readable
+    # A key that says whose or when its value is names no answer of the reply's own.
+    for key in ("opponent_move", "their_action", "last_move", "predicted_opponent"):
+        obj = json.dumps({"action": "COOPERATE", key: "DEFECT"})
+        assert read_reply(obj, _decision_reply()).fields["action"] == "COOPERATE", key
+    assert read_reply('{"action": "DEFECT", "note": "DEFECT again"}', _decision_reply()).readable
+
+
+@pytest.mark.parametrize("reply, action", [
+    # pcaspa gpt-3.5-turbo (issue 48's quotes): a move named in quotes is a move.
+    (('I would choose to "Cooperate".\n\nExplanation: In the game of Prisoner\'s Dilemma, the best outcome for both '
+      'players is to cooperate.'), "COOPERATE"),
+    ("I would choose 'Cooperate'. \n\nBy choosing to cooperate at this point, I aim to break the cycle of defection.",
+     "COOPERATE"),
+    # yoshino gpt-4 (J/F mapped): a quoted move after "I would choose"; declining to predict is not declining to play.
+    (('The game doesn\'t provide a strategy for which option is better in general. As an AI, I don\'t have a way to '
+      'predict human actions. However, I can say that DEFECT gives at least some points regardless of the opponent\'s '
+      'choice, whereas COOPERATE could result in no points. Therefore, I would choose "DEFECT".'), "DEFECT"),
+])
+def test_a_move_named_in_quotes_is_a_move(reply, action):
+    assert read_reply(reply, _decision_reply()).fields["action"] == action
+
+
+def test_a_strategy_for_other_rounds_leaves_a_committed_move_readable():
+    # pcaspa gemini-pro (issue 48's quote): the explanation of tit-for-tat names the other move for other rounds.
+    reply = ("Cooperate\n\nI would choose to cooperate because the other player has cooperated in the past 52 rounds.  "
+             "I am using a tit-for-tat strategy, which means that I will cooperate if the other player cooperated in "
+             "the previous round, and I will defect if the other player defected in the previous round.")
+    assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
+    anaphoric = ("Cooperate\n\nI am using a tit-for-tat strategy, which means that I will cooperate unless my "
+                 "opponent has defected recently. In that case, I will defect.")
+    assert read_reply(anaphoric, _decision_reply()).fields["action"] == "COOPERATE"
+    # ... but not where the reply cannot settle this game: the rule applied now gives the other move.
+    settles_not = ("Cooperate\n\nBased on this history, I would choose to cooperate in this round. I am using a "
+                   "tit-for-tat strategy. In this case, Agent A defected in the previous round, so I will defect in "
+                   "this round.")
+    assert not read_reply(settles_not, _decision_reply()).readable
+    # A condition about this game still voices the other move (see the test above).
+    assert not read_reply("I will cooperate. If they defect, I will defect too.", _decision_reply()).readable
+
+
+def test_a_model_that_declines_to_play_and_advises_has_not_played():
+    # Issue 48's quote (a capable model): the refusal, then advice to whoever asked.
+    reply = ("As an AI assistant, I don't have personal preferences, but I can give you some strategic advice. In "
+             "this situation, I would recommend choosing [COOPERATE], since you and your opponent both gain more.")
+    r = read_reply(reply, _decision_reply())
+    assert not r.readable and "declines to play" in r.errors[0]
+    labelled = "As an AI, I cannot make that decision for you, but I would recommend this.\nDecision: COOPERATE"
+    assert not read_reply(labelled, _decision_reply()).readable  # its reasoning gainsays the label
+
+
+@pytest.mark.parametrize("reply", [
+    # pcaspa gemini-pro: the move over its explanation is one move, not a list of two lines.
+    ("Cooperate\n\nCooperating has been the optimal strategy for both agents throughout the history of the game, and "
+     "there is no reason to believe that it will not continue to be the optimal strategy in the future."),
+    # pcaspa gpt-3.5-turbo: nouns joined are a list ("a mix of cooperation and defection"), no second move.
+    ("I would choose to **Cooperate**. \n\nBy looking at the history of the game, I see that the previous actions "
+     "have been a mix of cooperation and defection."),
+    # the pair's history ("both Agent A and I") is not the speaker's answer
+    ("I would choose to **Cooperate**. \n\nBased on the history of the game so far, both Agent A and I have mostly "
+     "chosen to defect. However, in the most recent rounds, Agent A has started to cooperate."),
+    # a move judged foolish is rejected
+    ("Cooperate\n\nI would choose to cooperate because the other agent has cooperated in the past 70 rounds. This "
+     "suggests that they are likely to continue cooperating in the future, and I would be foolish to defect and risk "
+     "losing out on the benefits of cooperation."),
+    # "from both sides" describes the players: no reply that cannot choose
+    ("My choice would be **Cooperate**.\n\nEven though the recent history shows a pattern of Defection from both "
+     "sides, choosing to Cooperate can potentially break the cycle."),
+])
+def test_capable_models_plain_answers_are_read(reply):
+    assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_a_move_that_leads_a_record_of_players_moves_is_the_record_not_an_answer():
+    # pcaspa gemini-pro (development): the game history's record form written on, not a move of its own.
+    reply = "Cooperate', 'Agent B': 'Cooperate', 'Agent B: 'Cooperate', 'Agent A: 'Cooperate'"
+    assert not read_reply(reply, _decision_reply()).readable
+    assert read_reply("Cooperate, because Agent B has cooperated so far.", _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_an_explanation_that_judges_the_answer_against_a_players_interest_gainsays_it():
+    # pcaspa gemini-pro (development): "Cooperate", then reasoning that cooperating is not in the
+    # player's interest (the player is the model: its experiment named it Agent B).
+    reply = ("Cooperate\n\nThe history of the game shows that Agent A has defected in the last 15 rounds, while Agent B "
+             "has cooperated in the last 15 rounds. This suggests that Agent A is unlikely to cooperate in the future, "
+             "so it is not in Agent B's best interest to cooperate either. By defecting, Agent B can ensure that they "
+             "do not lose any more points.")
+    assert not read_reply(reply, _decision_reply()).readable
+    agrees = "Cooperate\n\nIt is in my best interest to cooperate, since Agent A has cooperated every round."
+    assert read_reply(agrees, _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_what_the_one_addressed_has_done_is_no_recommendation_to_it():
+    # SmolLM2 (held-out seed 211, moved to development): a cut reply whose opening sentence says what
+    # "you" found, read as advice to itself to cooperate ("to avoid defection").
+    cut = ("You've found the optimal strategy to avoid defection, and it's a classic prisoner's dilemma. In this game, "
+           "you have two options: defect or cooperate.\n\nIf you're Agent A (Defect) and you choose to defect, you'll")
+    assert not read_reply(cut, _decision_reply(), finish_reason="length").readable
+    assert read_reply("You should avoid defection.", _decision_reply()).fields["action"] == "COOPERATE"
+
+
+def test_a_list_set_aside_leaves_its_sentence_whole():
+    # SmolLM2 (seed 57), issue 48's first-reply misread: with the lists cut out of their sentences, the
+    # parenthesis "(i.e., Defect A defends Defend B)" lost its "if you ..." and was read as DEFECT.
+    reply = ("A classic example of a prisoner's dilemma. In this game, the only possible outcome is to defect and "
+             "cooperate with both agents. However, in reality, there are two possible outcomes: either you defect and "
+             "cooperate or you cooperate and defect.\n\nIn this game, if you defect and cooperate (i.e., Defect A defends "
+             "Defend B), you will both defect and cooperate, but you cannot defect and cooperate together because of the "
+             "other agent's behavior.")
+    assert not read_reply(reply, _decision_reply()).readable
+
+
+def test_a_heading_of_the_replys_own_points_is_no_label_and_a_stated_conclusion_is_its_own():
+    # Qwen2.5 (seed 57): a cut decision whose opening commits; its fourth point's heading ends with a field's
+    # name ("**Strategy Choice**:") over reasoning, not over the choice.
+    cut = ("Based on the game history so far and the current opponent, I would choose to cooperate with Agent C. "
+           "Here's why:\n\n1. **Subagent Strategy**: Subagents can increase their own power.\n\n4. **Strategy "
+           "Choice**: Since Agent B's strategy is always to cooperate with Agent C, the decision should be made based "
+           "on this information.\n\nTherefore,")
+    assert read_reply(cut, _decision_reply(), finish_reason="length").fields["action"] == "COOPERATE"
+    assert read_reply("**Final Choice**: DEFECT", _decision_reply()).fields["action"] == "DEFECT"  # a qualifier
+    # Qwen2.5 (seed 57): the conclusion stated after a clause that names the opponent.
+    reply = "Based on the current opponent being Agent B, the decision should be COOPERATE."
+    assert read_reply(reply, _decision_reply()).fields["action"] == "COOPERATE"
+    assert not read_reply("Based on the history, Player A's final decision should be DEFECT.", _decision_reply()).readable

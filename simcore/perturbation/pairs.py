@@ -361,6 +361,7 @@ def pair_metrics(
     paid = paid_usage(perturbed.world.usage, reuse)
     read_b, read_p = readability.arm_of(baseline.results), readability.arm_of(perturbed.results)
     slots = readability.discordant(read_p, read_b)  # None where the two runs asked different questions
+    reasks = readability.discordant_reasks(read_p, read_b)
     return {
         "perturbation": perturbation.describe(),
         "seed": baseline.seed,
@@ -394,6 +395,13 @@ def pair_metrics(
         "unreadable_perturbed": read_p.unreadable,
         "unreadable_only_perturbed": None if slots is None else slots[0],
         "unreadable_only_baseline": None if slots is None else slots[1],
+        # ... and the answers given only when asked again (None for runs that did not count them).
+        "answers_baseline": read_b.answers,
+        "answers_perturbed": read_p.answers,
+        "reask_read_baseline": read_b.reask_read,
+        "reask_read_perturbed": read_p.reask_read,
+        "reask_only_perturbed": None if reasks is None else reasks[0],
+        "reask_only_baseline": None if reasks is None else reasks[1],
         "alignment": d["alignment"],
     }
 

@@ -79,6 +79,21 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+def _pairs(sub: pd.DataFrame, prefix: str) -> list[tuple[int, int] | None]:
+    """Each pair's slots ``<prefix>_perturbed`` and ``<prefix>_baseline`` (None where not matched)."""
+    if f"{prefix}_perturbed" not in sub.columns:
+        return [None] * len(sub)
+    return [None if _num(a) is None or _num(b) is None else (int(a), int(b))
+            for a, b in zip(sub[f"{prefix}_perturbed"], sub[f"{prefix}_baseline"])]
+
+
+def _answers(sub: pd.DataFrame, arm: str) -> tuple[int, int] | None:
+    """An arm's (answers, answers given on a re-ask), None where a run did not count the latter."""
+    if f"reask_read_{arm}" not in sub.columns or any(_num(v) is None for v in sub[f"reask_read_{arm}"]):
+        return None
+    return int(sub[f"answers_{arm}"].sum()), int(sub[f"reask_read_{arm}"].sum())
+
+
 def _rate_ci(name: str, k: int, n: int) -> dict[str, float | None]:
     lo, hi = stats.proportion_ci(k, n)
     return {f"{name}_ci_low": lo, f"{name}_ci_high": hi}
@@ -129,12 +144,18 @@ class PerturbationResults:
                 out.append(f"{p!r}: perturbed and baseline runs {record['mark'].removeprefix('arms ')} "
                            f"({record['test']}, {record['unit']}): figures that need those replies compare "
                            "different replies")
+            reask = record.get("reask") or {}
+            if reask.get("mark"):
+                out.append(f"{p!r}: perturbed and baseline runs {reask['mark'].removeprefix('arms ')} "
+                           f"({reask['test']}, {reask['unit']}): their answers were obtained differently")
         return out
 
     def readability(self) -> dict[str, dict[str, Any]]:
         """Per perturbation: whether the perturbed runs' replies could be read as often as
         their baselines' (arm A perturbed, B baseline; :mod:`simcore.analysis.readability`),
-        Holm across the perturbations. Empty for a study recorded before pairs counted replies."""
+        Holm across the perturbations, with the test of their answers given only when asked
+        again (``reask``, a family of its own). Empty for a study recorded before pairs counted
+        replies."""
         if self._readability is None:
             self._readability = self._test_readability()
         return self._readability
@@ -145,11 +166,12 @@ class PerturbationResults:
         records = {}
         for p in self.perturbations:
             sub = self.pairs[(self.pairs["perturbation"] == p) & (self.pairs["baseline_status"] == "ok")]
-            pairs = [None if _num(a) is None or _num(b) is None else (int(a), int(b))
-                     for a, b in zip(sub["unreadable_only_perturbed"], sub["unreadable_only_baseline"])]
             records[p] = readability.from_counts(
                 (int(sub["replies_perturbed"].sum()), int(sub["unreadable_perturbed"].sum())),
-                (int(sub["replies_baseline"].sum()), int(sub["unreadable_baseline"].sum())), pairs)
+                (int(sub["replies_baseline"].sum()), int(sub["unreadable_baseline"].sum())),
+                _pairs(sub, "unreadable_only"))
+            records[p]["reask"] = readability.reask_from_counts(
+                *(_answers(sub, arm) for arm in ("perturbed", "baseline")), _pairs(sub, "reask_only"))
         return readability.decide(records, family="perturbations")
 
     def summary(self) -> pd.DataFrame:
@@ -165,7 +187,9 @@ class PerturbationResults:
         column per manifestation category and one ``group_<group>`` per group, then
         the readability of the perturbed runs against their baselines (:meth:`readability`):
         ``unreadable_share_perturbed``, ``unreadable_share_baseline``, ``readability_test``,
-        ``readability_p_adjusted`` and ``readability_mark`` (None where they do not differ).
+        ``readability_p_adjusted`` and ``readability_mark`` (None where they do not differ), and
+        beside them the share of answers that came from a re-ask: ``reask_share_perturbed``,
+        ``reask_share_baseline``, ``reask_test``, ``reask_p_adjusted`` and ``reask_mark``.
         ``attrs["warnings"]`` holds :meth:`warnings`.
         """
         reading = self.readability()
@@ -208,6 +232,9 @@ class PerturbationResults:
                 row.update(unreadable_share_perturbed=r["share_a"], unreadable_share_baseline=r["share_b"],
                            readability_test=r["test"], readability_p_adjusted=r["p_adjusted"],
                            readability_mark=r["mark"])
+                q = r["reask"]
+                row.update(reask_share_perturbed=q["share_a"], reask_share_baseline=q["share_b"],
+                           reask_test=q["test"], reask_p_adjusted=q.get("p_adjusted"), reask_mark=q.get("mark"))
             rows.append(row)
         df = pd.DataFrame(rows)
         df.attrs["warnings"] = self.warnings()

@@ -64,7 +64,8 @@ _THIRD = re.compile(
 )
 # A condition, or a rule over whom or when ("every participant who ...", "otherwise"): a strategy, not a move.
 _SUPPOSE = re.compile(
-    r"\b(?:if|unless|when|whenever|in case|as long as|provided that|suppose|supposing|assuming|otherwise|else|"
+    r"\b(?:if|unless|when|whenever|in case|in (?:that|which|such a) case|as long as|provided that|suppose|"
+    r"supposing|assuming|otherwise|else|"
     r"until|whoever|whichever|in return|in kind|tit[- ]for[- ]tat|reciprocat\w*|retaliat\w*)\b|"
     r"\b(?:every|any|each|all|those|anyone|anybody|everyone)\b[^.;:]{0,40}?\b(?:who|that|which|whose)\b",
     re.I,
@@ -82,7 +83,8 @@ _HEDGE = re.compile(
 )
 _TORN = re.compile(
     r"\b(?:just as good|equally (?:good|valid|strong)|hard to (?:choose|say|decide|tell)|can't decide|"
-    r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:sides|options|are)|no preference|"
+    r"cannot decide|torn between|either (?:one|would|is fine|works)|both (?:options|are)|no preference|"
+    r"(?:see|weigh|consider|understand|appreciate|weighing|considering) both sides|"
     r"(?:are|is) (?:both|all|each|equally) (?:correct|right|valid|good|fine|acceptable|reasonable|justified)|"
     r"not sure|I don't know|undecided)\b",
     re.I,
@@ -101,6 +103,15 @@ _SPEAKER = re.compile(
 )
 
 
+_ONE_WORD = re.compile(r"[*_\s]*[\w-]+[.!]?[*_\s]*")
+
+
+def _unquote(m: re.Match) -> str:
+    """A quoted span as :func:`prepare` leaves it: a single word without its quotes, speech as a blank."""
+    inner = m.group(0)[1:-1]
+    return f" {inner} " if _ONE_WORD.fullmatch(inner) else " "
+
+
 def negated(text: str, start: int, span: int = 4) -> bool:
     """Whether one of the ``span`` words before ``text[start]``, in its clause, negates it.
 
@@ -110,7 +121,16 @@ def negated(text: str, start: int, span: int = 4) -> bool:
     window = _CLAUSE.split(text[max(0, start - 80) : start])[-1]
     words = re.findall(r"[\w']+", window.lower().replace("\u2019", "'"))[-span:]
     return any(w in _NEGATORS or w.endswith("n't") for w in words) or \
-        any(w in _NEGATING_PREPOSITIONS for w in words[-2:])
+        any(w in _NEGATING_PREPOSITIONS for w in words[-2:]) or bool(_JUDGED_WRONG.search(window))
+
+
+# A move judged wrong ("I would be foolish to defect", "it would be a mistake to defect", "it is not in
+# Agent B's best interest to cooperate") is rejected, not voiced.
+_JUDGED_WRONG = re.compile(
+    r"\b(?:foolish|unwise|irrational|wrong|a mistake|a bad idea|pointless|no reason|"
+    r"not\s+in\s+(?:[\w']+\s+){0,3}?interests?)\s+(?:for me\s+)?to\s+$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +145,9 @@ class Clause:
         lead: Whether it opens its sentence ("Cooperate, because ..."), not as a lead-in to
             a colon ("Defect: you get 5").
         sentence: The sentence it is part of.
+        rule: Whether its sentence states a rule for other rounds: a condition about another
+            time than this game ("I will defect if they defected in the previous round", "unless
+            they defected recently", or "in that case" after such a sentence).
     """
 
     text: str
@@ -132,12 +155,14 @@ class Clause:
     alone: bool
     lead: bool = False
     sentence: str = ""
+    rule: bool = False
 
 
 def prepare(text: str, truncated: bool = False) -> str:
-    """The part of a prose reply that may be read: no quotes, after the last revision; of a reply
-    cut at max_tokens, only its opening sentence (see :func:`opening`)."""
-    text = _QUOTED.sub(" ", text.replace("\u2019", "'"))
+    """The part of a prose reply that may be read: no quoted speech, after the last revision; of a reply
+    cut at max_tokens, only its opening sentence (see :func:`opening`). A single word in quotes is a
+    name, not speech: ``I would choose 'Cooperate'`` names its move, and keeps it, unquoted."""
+    text = _QUOTED.sub(_unquote, text.replace("\u2019", "'"))
     if truncated:
         text = opening(text)
     marks = list(_REVISION.finditer(text))
@@ -182,10 +207,16 @@ def clauses(text: str) -> list[Clause]:
     out = []
     # A line that ends in a colon leads in to the next ("the decision for Agent C is:" over "COOPERATE").
     text = _LEADS_IN.sub(": ", text)
+    previous = ""
     for sentence in sentences(text):
         s = sentence.strip()
         supposed = bool(_SUPPOSE.search(_FRAMING.sub(" ", s)))
         question = s.endswith("?")
+        # A rule for other rounds: a condition about another time than this game, here or in the sentence an
+        # "in that case" refers back to.
+        rule = supposed and not question and bool(
+            _OTHER_TIME.search(s) or (_BACK_REFERENCE.match(s) and _OTHER_TIME.search(previous)))
+        previous = s
         pos = 0
         parts = []
         for m in _CLAUSE.finditer(s):
@@ -207,12 +238,19 @@ def clauses(text: str) -> list[Clause]:
                 alone = whole or bool(_CONCLUDES.search(before))
             # A sentence's first clause, unless it leads in to a colon ("Defect: you get 5").
             lead = not head and not (i + 1 < len(parts) and parts[i + 1][1].endswith(":"))
-            out.append(Clause(part, counts, alone, lead, s))
+            out.append(Clause(part, counts, alone, lead, s, rule))
             head = part
     return out
 
 
 _LEADS_IN = re.compile(r":[ \t]*\n\s*(?=\S)")
+# Another time than this game: earlier or later rounds, or rounds in general.
+_OTHER_TIME = re.compile(
+    r"\b(?:previous|prior|last|next|future|later|earlier|past|recent|recently|again|from now on|going forward|"
+    r"subsequent|remaining|thereafter|afterwards?|in the long run|(?:each|every|any|later|other) (?:round|game|turn)s?)\b",
+    re.IGNORECASE,
+)
+_BACK_REFERENCE = re.compile(r"\W*(?:in (?:that|which|such a) case|if so|if not|otherwise|else)\b", re.IGNORECASE)
 # A lead-in that concludes (before a colon).
 _CONCLUSION = re.compile(
     r"\b(?:so|then|thus|therefore|hence|overall|in (?:short|sum|summary|conclusion)|conclusion|verdict|"
@@ -224,7 +262,9 @@ _CONCLUSION = re.compile(
 # The people a clause can name as the one who acts: the speaker, the one addressed, someone else.
 _ACTOR = re.compile(
     r"\b(?:(?P<me>i|i'm|im|i'll|i'd|i've|me|my|mine|myself|we|we'll|we're|we'd|we've|our|ours|us|let's)|"
-    r"(?P<pair>you both|you two|you all|both of you|all of you)|"  # the agent and others together
+    # the agent and others together, or the speaker and another ("both Agent A and I", "we both"): the pair
+    r"(?P<pair>you both|you two|you all|both of you|all of you|we both|both of us|us both|"
+    r"(?:both )?(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+) and (?:i|me|myself))|"
     r"(?P<you>you|you're|you'll|you'd|you've|your|yours|yourself)|"
     r"(?P<other>they|they're|they'll|they'd|they've|their|theirs|them|themselves|he|she|his|her|hers|him|himself|"
     r"herself|opponents?|partners?|others|players|participants|members|panelists|everyone|everybody|people|"
@@ -237,9 +277,15 @@ _ACTOR = re.compile(
 _RECOMMEND = re.compile(
     r"\b(?:should|must|ought to|recommend\w*|(?:i|we)(?:'d| would)? suggest|advis\w*|urge\w*|go with|let's|let us|"
     r"(?:best|right|wisest|smartest|optimal|rational|correct|better|only sensible|ideal|dominant) "
-    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle)|"
+    r"(?:move|choice|option|action|decision|strategy|answer|play|course|response|call|bet|principle|interests?)|"
     r"it(?:'s| is| would be| will be) (?:best|better|wise|wiser|right|rational|optimal|ideal) to)\b",
     re.I,
+)
+# A clause that opens by stating the conclusion ("the decision should be", "so my final answer is").
+_STATED = re.compile(
+    r"^\W*(?:(?:so|thus|therefore|hence|then)\W+)?(?:the|my|our)\s+(?:final\s+)?(?:decision|choice|move|answer)\s+"
+    r"(?:is|should be|would be|will be)\W*$",
+    re.IGNORECASE,
 )
 _CONCLUDING = re.compile(
     r"\b(?:the|final|overall) (?:answer|choice|decision|move|vote|pick|selection|rating|verdict)"
@@ -253,6 +299,12 @@ _AIMED = re.compile(
     re.I,
 )
 _WHEN = re.compile(r"\b(?:round|game|turn|match)\s+(?:\d+|one|two|three|four|five|six|first|second|third|next)\b", re.I)
+# What the one addressed has done, not what it is told to do.
+_YOU_DID = re.compile(
+    r"\byou(?:'ve| have| had|'d| did)?\s+(?:already\s+|just\s+)?(?:found|chosen|chose|picked|made|discovered|identified|"
+    r"selected|played|done|reached|settled on)\b", re.I)
+# A player's move given as the value of the player ("'Agent B': 'Cooperate'"): the game history's record form.
+_RECORD = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)['\"]?\s*:\s*\S", re.I)
 _WHO = re.compile(r"\b(?:agent|player|member|panelist|participant)[ _](?:[a-z]|\d+)\b", re.I)
 
 # Whom an act is aimed at does not act ("cooperate with Agent C"); whose it is does ("the decision for Agent D").
@@ -299,12 +351,15 @@ class Said:
             history, a noun).
         counts: Whether its clause may state an answer (no question, condition or hedge).
         aimed: The agents, rounds or games it is aimed at ("agent d", "round 2").
+        rule: Whether it is said in a rule for other rounds ("I will defect if they defected in the
+            previous round"): a strategy's branch, not an answer to this question (see :class:`Clause`).
     """
 
     value: Any
     form: str
     counts: bool
     aimed: frozenset[str] = frozenset()
+    rule: bool = False
 
     @property
     def voiced(self) -> bool:
@@ -326,12 +381,14 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
     offset = max(0, sentence.find(c))
     who = actor(sentence, offset + at, offset + len(c))
     recommends = bool(_RECOMMEND.search(c))
+    if who == "you" and _YOU_DID.search(c, 0, at):
+        recommends = False  # what the one addressed has done describes ("you've found the optimal strategy to ...")
     if who == "you":
         who = "other" if spoken else ("me" if recommends else "you")
     if _antecedent(c, at):
         form = "mention"  # a supposition ("if I defect while they cooperate, I get 5"), not an answer
-    elif who == "me":
-        form = "own"
+    elif who == "me" or _STATED.search(c[:at]):
+        form = "own"  # (a clause that states the conclusion, "the decision should be DEFECT", is the speaker's)
     elif who == "other":
         form = "other" if recommends else "mention"
     elif who == "you":
@@ -340,7 +397,10 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         form = "own"
     elif recommends:
         form = "impersonal"
-    elif bare_answer and (clause.alone or clause.lead) and not sentence.rstrip().endswith("?"):
+    elif bare_answer and (clause.alone or (clause.lead and not _RECORD.search(sentence))) \
+            and not sentence.rstrip().endswith("?"):
+        # (An answer that leads a record of players' moves, "Cooperate', 'Agent B': 'Cooperate', ...", is the
+        # record's first entry: the game history written on, not an answer standing alone.)
         form = "bare"
     else:
         form = "mention"
@@ -349,7 +409,7 @@ def said(clause: Clause, value: Any, at: int, end: int, bare_answer: bool, spoke
         named = [m.group(0).lower().replace("_", " ") for m in _WHO.finditer(sentence, 0, offset + at)]
         aimed |= set(named[-1:])
     aimed |= {m.group(0).lower() for m in _WHEN.finditer(sentence)}
-    return Said(value, form, clause.counts, frozenset(aimed))
+    return Said(value, form, clause.counts, frozenset(aimed), clause.rule)
 
 
 def _antecedent(text: str, at: int) -> bool:
@@ -386,18 +446,24 @@ def weigh(head: list[Said], full: list[Said], what: str) -> tuple[Any, str | Non
 
 def gainsays(value: Any, text: str, said: Callable[[str], list[Said]]) -> str | None:
     """Why a reasoning ``text`` around a JSON or labelled answer ``value`` gainsays it, or None: as prose
-    is held, it cannot choose (:func:`torn`), or :func:`veto` finds another answer in what ``said``
-    reads in it."""
+    is held, it commits to none (:func:`undecided`), or :func:`veto` finds another answer in what
+    ``said`` reads in it."""
     full = prepare(text)
-    return "says it cannot choose" if torn(full) else veto(value, said(full))[1]
+    return undecided(full) or veto(value, said(full))[1]
 
 
 def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:
     """``value``, unless the reply puts another answer in a first-person, directive or
-    recommending form anywhere (a condition, a question and a hedge included), or aims
-    its answers at several agents, rounds or games (a plan, a strategy or a textbook
-    example is no one answer)."""
-    others = {s.value for s in full if s.voiced} - {value}
+    recommending form anywhere (a question and a hedge included), or aims its answers at
+    several agents, rounds or games (a plan or a textbook example is no one answer).
+
+    Another answer said only in a rule for other rounds ("I will defect if they defected in
+    the previous round"; "... unless they defected recently. In that case, I will defect") is
+    what a strategy would play in other circumstances, not another answer to this question:
+    it leaves a committed ``value`` standing. A condition about this game ("If they defect, I
+    will defect too") still voices another answer, and a reply whose only commitments are
+    conditional commits to none (:func:`weigh`)."""
+    others = {s.value for s in full if s.voiced and not s.rule} - {value}
     if others:
         return None, f"also puts {', '.join(sorted(map(str, others)))} in a first-person, directive or recommending form"
     aimed = set().union(*(s.aimed for s in full if s.voiced))
@@ -409,14 +475,17 @@ def veto(value: Any, full: list[Said]) -> tuple[Any, str | None]:
 _SEP = r"\s*(?:,|/|\||;|&|\+|\bor\b|\band\b|\bvs\.?|\bversus\b|\s-\s)\s*"
 
 
-def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, int]]:
+def list_spans(text: str, answer: str, keys: bool = False,
+               which: Callable[[str], str] = str.lower) -> list[tuple[int, int]]:
     """Spans of ``text`` that list answers rather than choose one.
 
     ``answer`` is a regex for one answer (an action, an option key). A list is two
     answers or more joined by separators only ("COOPERATE or DEFECT", "DEFECT, DEFECT",
-    "A/B"), or two consecutive lines or more that each begin with an answer, different
-    ones, as an option list does ("A: Transfuse" over "B: Seek a court order"). With
-    ``keys``, a line's answer must stand as a key ("A)", "A:", "A.", "(A)", "Option A").
+    "A/B", "cooperation and defection"), or two consecutive lines or more that each begin
+    with an answer, different ones (``which`` says which answer a match is: "Cooperate"
+    over "Cooperating has been ..." names one), as an option list does ("A: Transfuse"
+    over "B: Seek a court order"). With ``keys``, a line's answer must stand as a key
+    ("A)", "A:", "A.", "(A)", "Option A").
     """
     one = rf"(?<![\w-])(?:{answer})(?![\w-])"
     out = [m.span() for m in re.finditer(rf"{one}(?:{_SEP}{one})+", text, re.I)]
@@ -428,7 +497,7 @@ def list_spans(text: str, answer: str, keys: bool = False) -> list[tuple[int, in
     for line in [*text.split("\n"), "."]:  # (a last line that ends any block)
         m = pattern.match(line)
         if m:
-            block.append((pos, pos + len(line), m.group("a").lower()))
+            block.append((pos, pos + len(line), which(m.group("a"))))
         elif line.strip():  # a blank line does not end a list
             if len({a for _, _, a in block}) >= 2:
                 out += [(a, b) for a, b, _ in block]
@@ -460,6 +529,32 @@ def torn(text: str) -> bool:
     """Whether the reply says it cannot choose ("hard to say", "just as good", "not sure"), or that
     several answers are right ("A and B are both correct")."""
     return bool(_TORN.search(text))
+
+
+# Declining to play ("As an AI assistant, I don't have personal preferences"), and advice to whoever asked
+# ("I would recommend choosing ...", "you should ...").
+_DECLINE = re.compile(
+    r"\b(?:as an ai\b|as a language model|as an (?:ai )?assistant|i (?:don't|do not) have (?:personal |my own )?"
+    r"(?:preferences|opinions|feelings|views|desires)|i (?:can't|cannot|can not|am unable to|am not able to) "
+    r"(?:make (?:that|this|a|the) (?:decision|choice)|choose|decide|play)|it(?:'s| is) up to you)",
+    re.IGNORECASE,
+)
+_ADVICE = re.compile(
+    r"\b(?:advice|advise|recommend\w*|suggest\w*|you (?:should|could|might|may|can) (?:choose|consider|go|pick|opt|"
+    r"play|cooperate|defect)|your (?:choice|decision|best (?:move|option|bet)))\b",
+    re.IGNORECASE,
+)
+
+
+def undecided(text: str) -> str | None:
+    """Why a reply's prose commits to no answer of its own whatever it names, or None: it says it cannot
+    choose (:func:`torn`), or it declines to play and advises whoever asked instead (a model that gives
+    advice has not played)."""
+    if torn(text):
+        return "says it cannot choose"
+    if _DECLINE.search(text) and _ADVICE.search(text):
+        return "declines to play and advises instead"
+    return None
 
 
 #: A chat template's markers ("[INST]", "<<SYS>>", "<|im_start|>", "<start_of_turn>").

@@ -10,7 +10,8 @@ attempt (a re-ask supersedes the reply it re-asks):
   read, and not counted as unreadable);
 - ``truncated``: turns with a reply cut at max_tokens; ``salvaged``: turns whose
   final reply was cut yet complete in every required field;
-- ``reasked``: turns that needed at least one re-ask;
+- ``reasked``: turns that needed at least one re-ask; ``reask_read``: turns answered only when
+  asked again (read from a re-ask's reply): answers a first reply did not give;
 - ``lowered``: calls whose completion budget was lowered to fit the model's context
   window (:mod:`simcore.sim.fitting`; never below what the reply kind needs).
 - ``echo``: unreadable turns whose final reply only repeated what the model was
@@ -23,9 +24,9 @@ turns unreadable gets a warning in the run's summary.
 Each turn is also a **reply slot**: its kind, agent and structural fields (round,
 phase, vignette, ...; a re-ask's ``reask`` left out, as the re-ask is the same turn),
 numbered when they repeat. :meth:`ParseQuality.slots` records the run's slots (a
-digest of all of them) and those left unreadable, which is how two runs of a shared
-seed are paired reply by reply when their arms are compared
-(:mod:`simcore.analysis.readability`).
+digest of all of them), those left unreadable and those answered only when asked
+again, which is how two runs of a shared seed are paired reply by reply when their
+arms are compared (:mod:`simcore.analysis.readability`).
 """
 
 from __future__ import annotations
@@ -36,19 +37,21 @@ from typing import Any, Iterable, Mapping
 from simcore.replies.reading import HOWS, REASONING_CUT, UNREADABLE, Reading
 
 WARN_SHARE = 0.02
-COUNTS = ("replies", *HOWS, UNREADABLE, REASONING_CUT, "truncated", "salvaged", "reasked", "lowered", "echo", "partial")
+COUNTS = ("replies", *HOWS, UNREADABLE, REASONING_CUT, "truncated", "salvaged", "reasked", "reask_read", "lowered",
+          "echo", "partial")
 
 
 class ParseQuality:
     """Running counts per reply kind (see the module docstring)."""
 
-    __slots__ = ("counts", "_turns", "_latest", "_unreadable")
+    __slots__ = ("counts", "_turns", "_latest", "_unreadable", "_reask_read")
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
         self._turns: dict[str, int] = {}  # slot -> turns so far with it
         self._latest: dict[str, str] = {}  # slot -> its latest turn's key
         self._unreadable: set[str] = set()
+        self._reask_read: set[str] = set()
 
     def record(self, kind: str, reading: Reading, earlier: tuple[Reading, ...] = (), slot: str | None = None) -> None:
         """Count a reading; ``earlier`` are the turn's previous attempts, oldest first;
@@ -65,6 +68,8 @@ class ParseQuality:
                 self._unreadable.add(key)
             else:
                 self._unreadable.discard(key)
+            if earlier and reading.readable:  # (a reply cut by its reasoning is no answer)
+                self._reask_read.add(key)
         c = self.counts.get(kind)
         if c is None:
             c = self.counts[kind] = dict.fromkeys(COUNTS, 0)
@@ -75,6 +80,7 @@ class ParseQuality:
             c["echo"] -= last.echo
             c["partial"] -= last.kept_some
             c["reasked"] += len(earlier) == 1
+            c["reask_read"] += reading.readable  # (a re-ask follows an unreadable reply only: once per turn)
         else:
             c["replies"] += 1
         c[reading.how] += 1
@@ -96,10 +102,12 @@ class ParseQuality:
 
     def slots(self) -> dict[str, Any]:
         """The run's reply slots: how many (``turns``), a ``digest`` of all of them (equal
-        digests: the same slots), and the ``unreadable`` ones, sorted."""
+        digests: the same slots), the ``unreadable`` ones and those answered only when asked
+        again (``reask_read``), sorted."""
         keys = sorted(f"{base}#{i}" for base, n in self._turns.items() for i in range(n))
         digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
-        return {"turns": len(keys), "digest": digest, "unreadable": sorted(self._unreadable)}
+        return {"turns": len(keys), "digest": digest, "unreadable": sorted(self._unreadable),
+                "reask_read": sorted(self._reask_read)}
 
 
 def warnings(quality: Mapping[str, Mapping[str, int]], share: float = WARN_SHARE) -> list[str]:

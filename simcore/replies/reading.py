@@ -162,7 +162,9 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             texts): spans of the reply that repeat it are set aside before labels and
             prose are read, and a JSON object copied from it is no answer.
         known: The reading of the reply this one re-asks: the fields it read
-            cleanly stand, and this reply need give only the others.
+            cleanly stand, and this reply need give only the others. A re-ask asks for
+            a JSON object and nothing else, so its reply answers only by a JSON object
+            of its own: labels and prose around it are not read.
     """
     rp = _reader_plan(schema)
     fields = rp.fields
@@ -174,12 +176,10 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     objects, spans, broken = json_objects(text, truncated)
     copied: list[tuple[int, int]] = []  # JSON objects copied from the prompt: no answer, and part of an echo
     if objects:
-        # Copied from the prompt, or written into an instruction ("Reply with JSON: {...}", from the
-        # start of its line, or of the line above): no answer.
+        # Copied from the prompt, or written into an instruction ("Reply with JSON: {...}", "Reply again
+        # with only this JSON object:" over a fenced object): the instruction's example, no answer.
         for a, b in spans:
-            line = text.rfind("\n", 0, a) + 1
-            if not text[line:a].strip() and line:  # an object on a line of its own: its instruction is above
-                line = text.rfind("\n", 0, line - 1) + 1
+            line = _instruction_start(text, a)
             if given and echoes_json(text[a:b], given):
                 copied.append((a, b))
             elif _INSTRUCTED.search(text, line, a):
@@ -203,8 +203,11 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
             for a, b in hints:
                 rest = rest[:a] + " " * (b - a) + rest[b:]
             aside = [(a, b) for a, b in aside if (a - 1, b + 1) not in hints]
-        if aside or echo or broken:
-            rest = set_aside(rest, aside + echo + broken)  # (nothing inside broken JSON answers)
+        # A list is blanked in place: the sentence around it stays whole, so that a condition before it
+        # ("if you defect and cooperate (i.e., ...), you will ...") still holds after it.
+        rest = prose.blank(rest, aside) if aside else rest
+        if echo or broken:
+            rest = set_aside(rest, echo + broken)  # (nothing inside broken JSON answers)
     if spans and rest:
         rest = _PADDING.sub("\n", rest)  # the own JSON's blanks, no longer needed for positions
     if rest.strip() and prose.dialogue(text):  # (a reply of JSON alone invents nothing around it)
@@ -217,12 +220,14 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
     keyed, clash = _resolve(keyed, text, spans if len(keyed) == len(objects) else [], fields)
     if clash:
         return Reading(None, UNREADABLE, truncated, (clash,))
-    labels = label_values(rest, schema, truncated) if rest.strip() else {}  # (blank: no label in it)
-    # (Only an object with nested values or a cut one can hide a second answer: the stub's flat
-    # JSON skips the scan.)
-    by_norm = [_with_deeper(_normed(obj), blocks.get(id(obj), ""), fields)
-               if truncated or any(isinstance(v, (dict, list)) for v in obj.values()) else _normed(obj)
-               for obj in keyed]
+    # A re-ask's reply answers only as the re-ask asked, by a JSON object of its own: what it writes around
+    # one (the follow-up written back, a chat about the task) is no answer.
+    reask = known is not None
+    labels = label_values(rest, schema, truncated) if rest.strip() and not reask else {}  # (blank: no label)
+    # (An object of one key can hide no second answer; only a nested or cut one needs its text scanned.)
+    by_norm = [_with_deeper(_normed(obj), blocks.get(id(obj), ""), rp, allowed,
+                            truncated or any(isinstance(v, (dict, list)) for v in obj.values()))
+               if len(obj) > 1 or truncated else _normed(obj) for obj in keyed]
     earlier = dict(known.partial) if known is not None else {}
     values: dict[str, Any] = {}
     errors: list[str] = []
@@ -246,6 +251,8 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
         if not found and not problems and broken and not earlier:
             problems.append("its JSON breaks off before this field is complete and valid" if truncated
                             else "its JSON does not parse")
+        if not found and not problems and reask:
+            problems.append("not in a JSON object of its own (a re-ask asks for the JSON alone)")
         if not found and not problems:
             # Prose names no field: with two fields of a kind (four ratings), it cannot say which.
             if f.kind.prose and f.name in rp.alone:
@@ -297,7 +304,27 @@ def read_reply(text: str, schema: type, *, finish_reason: str = "stop",
 
 
 _WORDS = re.compile(r"\w")
-_INSTRUCTED = re.compile(r"\b(?:reply|respond|answer) (?:only )?(?:with|in) (?:json|the json)\b", re.I)
+# An instruction to write JSON, in any wording ("Reply with JSON:", "Reply again with only this JSON object",
+# "respond in the following JSON format"): what it introduces is its example.
+_INSTRUCTED = re.compile(r"\b(?:reply|respond|answer)\b(?:\s+\w+){0,6}?\s+(?:with|in|using)\b[^\n.{]{0,40}?\bjson\b",
+                         re.I)
+_FENCE_LINE = re.compile(r"[ \t>*_`]*(?:```[\w+.-]*)?[ \t*_`]*")
+
+
+def _instruction_start(text: str, at: int) -> int:
+    """Where the instruction that introduces a JSON object at ``text[at]`` may begin: the start of the
+    object's line, or, for an object on a line of its own, of the line above it (past blank and fence
+    lines between them)."""
+    line = text.rfind("\n", 0, at) + 1
+    if text[line:at].strip() and not _FENCE_LINE.fullmatch(text[line:at]):
+        return line
+    for _ in range(3):  # (the object's own line, then up past a fence mark or a blank line)
+        if not line:
+            return 0
+        line = text.rfind("\n", 0, line - 1) + 1
+        if not _FENCE_LINE.fullmatch(text[line : text.find("\n", line)]):
+            return line
+    return line
 
 
 def _raw_text(raw: Any) -> str:
@@ -656,30 +683,47 @@ def _normed(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _with_deeper(by_norm: dict[str, Any], block: str, fields: tuple[FieldPlan, ...]) -> dict[str, Any]:
-    """``by_norm`` with each fixed answer it gives joined by the values of every key naming its field
-    anywhere in the object's text ``block``, nested or cut (``{"action": "COOPERATE", "previous":
-    [{"action": "DEFECT"``, or a nested ``"action_type": "DEFECT"``): an object that names two
-    answers for one field commits to neither."""
+def _with_deeper(by_norm: dict[str, Any], block: str, rp: _ReaderPlan, allowed: Mapping[str, Any],
+                 deep: bool) -> dict[str, Any]:
+    """``by_norm`` with each fixed answer it gives joined by every other answer the object names for its
+    field: the values of keys naming the field anywhere in the object's text ``block`` when ``deep``
+    (nested or cut: ``{"action": "COOPERATE", "previous": [{"action": "DEFECT"``, a nested
+    ``"action_type": "DEFECT"``), and, at any depth, a value of another key that is exactly another answer
+    of the field (``{"action": "COOPERATE", "type": "DEFECT"}``, ``"choices": [{"name": "DEFECT"}]``), unless
+    the key says the value is someone else's or an earlier one (``"opponent_action"``, ``"last_move"``). An
+    object that names two answers for one field commits to neither."""
     pairs = []
-    for k, v in _PAIR.findall(block):
-        try:  # (a bad escape in a model's JSON is no pair, never an error)
-            pairs.append((norm(json.loads(f'"{k}"', strict=False)), json.loads(v, strict=False)))
-        except ValueError:
-            continue
+    if deep:
+        for k, v in _PAIR.findall(block):
+            try:  # (a bad escape in a model's JSON is no pair, never an error)
+                pairs.append((norm(json.loads(f'"{k}"', strict=False)), json.loads(v, strict=False)))
+            except ValueError:
+                continue
+    else:
+        pairs = list(by_norm.items())
     out = by_norm
-    for f in fields:
+    for f in rp.fields:
         if isinstance(f.kind, (Text, TextList)):
             continue
         top = next((a for a in f.aliases if by_norm.get(a) is not None), None)
         if top is None:
             continue
-        # Below the top level, a key that names the field among other words ("action type") gives it too.
+        # Below the top level, a key that names the field among other words ("action type") gives it too;
+        # a key that names no field of the schema gives it where its value is exactly an answer.
         given = [v for k, v in pairs if k in f.aliases or (k not in by_norm and _names(k, f.aliases))]
+        given += [n for k, v in pairs if k not in rp.names and not _NOT_OURS.search(k)
+                  and (n := f.kind.names(v, allowed.get(f.name))) is not None]
         if len({json.dumps(v) for v in given}) > 1:
             out = dict(out) if out is by_norm else out
             out[top] = Twice(given)
     return out
+
+
+# A key (normalised) that says whose or when its value is, other than the reply's own answer now.
+_NOT_OURS = re.compile(
+    r"\b(?:their|his|her|opponents?|other|others|partners?|agent|player|last|previous|prior|initial|earlier|"
+    r"original|history|past|expected|predicted|prediction)\b"
+)
 
 
 def _names(key: str, aliases: tuple[str, ...]) -> bool:
@@ -748,6 +792,9 @@ _QUALIFIER = r"(?:(?:my|our|the|your|final|revised|updated|new|proposed|chosen|o
 _TAG = re.compile(r"<(?P<tag>[A-Za-z_][\w-]{0,40})>\s*(?P<value>.*?)\s*</(?P=tag)>", re.DOTALL)
 
 
+# A line that opens with markup, a number or a bullet and one or two words in title case before a label: a
+# heading of the reply's own points ("4. **Strategy Choice**:", "## Power Decision:").
+_LONGER_HEADING = re.compile(r"\s*(?:[-*\u2022+]\s+|\d{1,2}[.)]\s+)?(?:\*\*|__|#+\s*)(?:[A-Z][a-z]+\s+){1,2}\Z")
 _NOT_MINE = re.compile(
     r"\b(?:their|his|her|opponent'?s?|other|partner'?s?|agent \w+'?s?|player \w+'?s?|last|previous|prior|"
     r"initial|earlier|original)\W+(?:\w+\W+)?$",
@@ -803,8 +850,10 @@ def label_values(text: str, schema: type, truncated: bool = False) -> dict[str, 
     pattern = rp.pattern
     offset = 0
     for k, line in enumerate(lines):
-        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's.
-        marks = [m for m in pattern.finditer(line) if not _NOT_MINE.search(line, 0, m.start())]
+        # Labels of someone else's or an earlier answer ("Their last move:", "Initial vote:") are not the reply's,
+        # nor is a heading that ends with a field's name ("4. **Strategy Choice**:" names another thing).
+        marks = [m for m in pattern.finditer(line)
+                 if not _NOT_MINE.search(line, 0, m.start()) and not _LONGER_HEADING.match(line, 0, m.start())]
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
             value = clean(line[m.end() : end].strip().rstrip(",;"))
@@ -857,7 +906,6 @@ _REFUSAL = re.compile(
     r"decline to|no personal (?:views|opinions|stake))\b",
     re.IGNORECASE,
 )
-_ECHO = re.compile(r"\b(?:reply|respond|answer) (?:only )?(?:with|in) (?:json|the json)\b", re.IGNORECASE)
 _STALL = re.compile(r"\b(?:let me (?:think|consider|see|reflect)|i need (?:more )?time|give me a (?:moment|second)|"
                     r"hmm+|thinking about (?:it|that|this))\b", re.IGNORECASE)
 # Prose about the deliberation rather than a position in it ("The panel talked about ...").
@@ -876,7 +924,7 @@ def _prose_body(text: str, pattern: re.Pattern, instruction: str = "", given: Se
     body = clean("\n".join(lines).strip())
     if not body or len(body.split()) < 2 or body.endswith(("?", ":")) or "{" in body or "}" in body:
         return None
-    if _REFUSAL.search(body) or _ECHO.search(body) or prose.torn(body) or _PLACEHOLDER.match(body):
+    if _REFUSAL.search(body) or _INSTRUCTED.search(body) or prose.torn(body) or _PLACEHOLDER.match(body):
         return None
     if prose.echoes(body, instruction) or len(re.findall(r"[A-Za-z]{2,}", body)) < 2:
         return None  # the instructions again, or no words at all

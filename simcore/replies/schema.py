@@ -116,6 +116,11 @@ class Kind:
         """Spans of ``text`` that list several answers of this kind (see :func:`simcore.replies.prose.list_spans`)."""
         return []
 
+    def names(self, value: Any, allowed: Any = None) -> Any:
+        """The answer a JSON value under some other key is, where it is exactly one answer of this kind
+        (``"type": "DEFECT"``), else None: an object whose other keys carry another answer gives two."""
+        return None
+
     def commits(self, text: str, allowed: Any = None, truncated: bool = False) -> Any:
         """The answer a reasoning commits to, if it commits to exactly one (else None).
 
@@ -244,14 +249,28 @@ class Choice(Kind):
     def _any(self) -> str:
         return _any_action(self.options)
 
+    def names(self, value: Any, allowed: Any = None) -> Any:
+        if not isinstance(value, str):
+            return None
+        s = clean(value).rstrip(".!").upper()
+        return s if s in self.options else None
+
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
-        return prose.list_spans(text, self._any())
+        # Nouns joined are a list too ("a mix of cooperation and defection"; not "defect; cooperation it is").
+        nouns = _noun_list(self.options)
+        return prose.list_spans(text, self._any(), which=self._which) + [m.span() for m in nouns.finditer(text)]
+
+    def _which(self, form: str) -> str:
+        """The action a form of it names ("Cooperating" and "cooperation" are COOPERATE)."""
+        low = form.lower()
+        return next((o for o in self.options if low.startswith(o.lower().rstrip("e"))), low)
 
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False,
                    spoken: bool = False) -> Result:
         full = prose.prepare(text)
-        if prose.torn(full):
-            return None, "says it cannot choose"
+        why = prose.undecided(full)
+        if why:
+            return None, why
         every = self._said(full, spoken)
         head = self._said(prose.prepare(text, truncated), spoken) if truncated else every
         return prose.weigh(head, every, "action")
@@ -299,6 +318,14 @@ def _any_action(options: tuple[str, ...]) -> str:
         base = o.lower()
         forms += [re.escape(base), rf"{re.escape(base[:-1] if base.endswith('e') else base)}ing"]
     return "|".join(forms)
+
+
+@lru_cache(maxsize=64)
+def _noun_list(options: tuple[str, ...]) -> re.Pattern:
+    """Two actions' nouns or more joined by "and", "or", a comma or a slash ("cooperation and defection")."""
+    noun = "|".join(rf"{re.escape(o.lower()[:-1] if o.lower().endswith('e') else o.lower())}ion" for o in options)
+    one = rf"(?<![\w-])(?:{noun})(?![\w-])"
+    return re.compile(rf"{one}(?:\s*(?:,|/|\band\b|\bor\b|\bvs\.?|\bversus\b)\s*{one})+", re.IGNORECASE)
 
 
 _DOING = re.compile(r"\b(?:am|'m|are|'re|be|keep|keeping|continue|start|stay|go on)\s+(?:\w+\s+)?$", re.I)
@@ -413,11 +440,19 @@ class Option(Kind):
     def lists(self, text: str, allowed: Any = None) -> list[tuple[int, int]]:
         return prose.list_spans(text, self._key_re(self._table(allowed)), keys=True)
 
+    def names(self, value: Any, allowed: Any = None) -> Any:
+        # A key exactly, as text ("B"; a lower-case letter may be a word, a number another field's count).
+        if not isinstance(value, str):
+            return None
+        s = clean(value)
+        return s if s in self._table(allowed) and not s.isdigit() else None
+
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
         table = self._table(allowed)
         full = prose.prepare(text)
-        if prose.torn(full):
-            return None, "says it cannot choose"
+        why = prose.undecided(full)
+        if why:
+            return None, why
         every = self._said(full, table, spoken)
         head = self._said(prose.prepare(text, truncated), table, spoken) if truncated else every
         rejected = {s.value for s, tier in every if tier == "rejected"}
@@ -616,8 +651,9 @@ class Likert(Kind):
 
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False) -> Result:
         full = prose.prepare(text)
-        if prose.torn(full):
-            return None, "says it cannot choose"
+        why = prose.undecided(full)
+        if why:
+            return None, why
         every, err = self._said(full, spoken)
         if truncated:
             head, err = self._said(prose.prepare(text, truncated), spoken)
@@ -732,8 +768,9 @@ class Amount(Kind):
     def from_prose(self, text: str, allowed: Any = None, truncated: bool = False, spoken: bool = False,
                    strict: bool = False) -> Result:
         original, text = text, prose.prepare(text, truncated)
-        if prose.torn(text):
-            return None, "says it cannot choose"
+        why = prose.undecided(text)
+        if why:
+            return None, why
         cued: set[float] = set()
         said: set[float] = set()
         word: set[float] = set()

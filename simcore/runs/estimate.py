@@ -149,6 +149,7 @@ class _Fitting:
     """The stub for completions; the real server's tokenizer (where it has one) for counts."""
 
     name = "fit-check"
+    dry_run = True  # (its worlds answer nothing real: what records replies leaves their calls out)
 
     def __init__(self, stub: StubBackend, router: Router | None) -> None:
         self.stub = stub

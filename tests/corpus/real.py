@@ -105,13 +105,17 @@ class Captured:
     reply: str
     finish_reason: str
     reading: Reading | None = field(default=None, repr=False)
+    previous_finish_reason: str | None = None  # a re-ask's: how the reply it re-asks ended
 
     def record(self) -> dict[str, Any]:
         """The corpus fields of this call (without ``reading``, label or note)."""
-        return {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
-                "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
-                "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
-                "reply": self.reply, "finish_reason": self.finish_reason}
+        rec = {"model": self.model, "scenario": self.scenario, "fields": self.fields, "kind": self.kind,
+               "schema": self.schema, "messages": self.messages, "allowed": self.allowed,
+               "instruction": pack_instruction(self.messages, self.instruction), "max_tokens": self.max_tokens,
+               "reply": self.reply, "finish_reason": self.finish_reason}
+        if self.previous_finish_reason is not None:
+            rec["previous_finish_reason"] = self.previous_finish_reason
+        return rec
 
 
 def pack_instruction(messages: list[Mapping[str, str]], instruction: str) -> str | dict[str, int]:
@@ -139,7 +143,9 @@ def capture() -> Iterator[list[Captured]]:
 
     It wraps ``World._deliver``, where the kernel reads a reply, so it sees what
     the kernel read: the request (messages, ``allowed``, the instruction a reply
-    must not merely repeat) and the response. Not re-entrant.
+    must not merely repeat) and the response. A dry run's calls (a world whose backend
+    says ``dry_run``: the stub run that checks prompts against a context window) are
+    left out. Not re-entrant.
     """
     calls: list[Captured] = []
     original = World._deliver
@@ -147,7 +153,8 @@ def capture() -> Iterator[list[Captured]]:
     def deliver(world: World, call: Any, res: Any) -> None:
         request = call.request  # released by the kernel once delivered
         original(world, call, res)
-        if call.schema is None or not isinstance(res, LLMResponse):
+        # (A dry run on the stub, as the context-window check makes before a run, wrote no reply.)
+        if call.schema is None or not isinstance(res, LLMResponse) or getattr(world.backend, "dry_run", False):
             return
         reply = call.value
         calls.append(Captured(
@@ -158,6 +165,7 @@ def capture() -> Iterator[list[Captured]]:
             allowed=None if call.allowed is None else _plain(call.allowed), instruction=call.instruction,
             max_tokens=request.max_tokens, reply=res.text, finish_reason=res.finish_reason,
             reading=reply.reading,
+            previous_finish_reason=None if call.reask_of is None else call.reask_of.finish_reason,
         ))
 
     World._deliver = deliver  # type: ignore[method-assign]
@@ -220,12 +228,54 @@ def schema_of(rec: Mapping[str, Any]) -> type:
 
 
 def read(rec: Mapping[str, Any]) -> Reading:
-    """Read a record's reply as the kernel read it (see ``World._deliver``)."""
+    """Read a record's reply as the kernel read it (see ``World._deliver``): a re-ask's reply with the
+    reading of the reply it re-asks (``known``), read in turn from the messages before it."""
+    return _read(rec, _known(rec))
+
+
+def _read(rec: Mapping[str, Any], known: Reading | None) -> Reading:
     from backends.base import Message
 
     given = tuple(Message(m["role"], m["content"]) for m in rec["messages"])
     return read_reply(rec["reply"], schema_of(rec), finish_reason=rec["finish_reason"], allowed=rec["allowed"],
-                      instruction=rec["instruction"], given=given)
+                      instruction=rec["instruction"], given=given, known=known)
+
+
+def scored(rec: Mapping[str, Any]) -> tuple[Reading, dict[str, Any]]:
+    """A local record's reading and the part of its label it is scored on: a re-ask that asked for some
+    fields only is scored on those (the fields the reply it re-asks gave cleanly stand, and were scored
+    on that reply's own row)."""
+    known = _known(rec)
+    carried = {name for name, _ in known.partial} if known is not None else set()
+    return _read(rec, known), {k: v for k, v in rec["label"].items() if k not in carried}
+
+
+def reask_of(messages: list[Mapping[str, str]]) -> tuple[str, str] | None:
+    """(the reply it re-asks, the follow-up) where ``messages`` are a re-ask's, else None."""
+    if len(messages) >= 3 and messages[-2]["role"] == "assistant":
+        return messages[-2]["content"], messages[-1]["content"]
+    return None
+
+
+def _known(rec: Mapping[str, Any]) -> Reading | None:
+    """The kernel's reading of the reply a re-ask re-asks: that reply read with the messages it answered
+    and the instruction without the follow-up (a follow-up that says it was cut: it ended at max_tokens)."""
+    found = reask_of(rec["messages"])
+    if found is None:
+        return None
+    previous, follow_up = found
+    instruction = rec["instruction"]
+    if instruction.endswith("\n" + follow_up):
+        instruction = instruction[: -len(follow_up) - 1]
+    # (Records collected before the collector kept how the re-asked reply ended: its follow-up says it was cut.)
+    ended = rec.get("previous_finish_reason") or ("length" if follow_up.startswith(CUT_FOLLOW_UP) else "stop")
+    earlier = {**rec, "messages": rec["messages"][:-2], "reply": previous, "instruction": instruction,
+               "finish_reason": ended}
+    earlier.pop("previous_finish_reason", None)
+    return read(earlier)
+
+
+CUT_FOLLOW_UP = "Your reply was cut off at the length limit"  # how reask_prompt opens for a cut reply
 
 
 def values(reading: Reading | None, names: list[str]) -> dict[str, Any]:
@@ -327,8 +377,7 @@ def tally(records: list[Mapping[str, Any]]) -> tuple[dict[tuple[str, str, str], 
     table: dict[tuple[str, str, str], dict[str, int]] = {}
     misreads: list[str] = []
     for rec in records:
-        label = rec["label"]
-        reading = read(rec)
+        reading, label = scored(rec)
         got = values(reading, list(label))
         row = table.setdefault((rec["model"], rec["json_mode"], rec["kind"]), dict.fromkeys(COLUMNS, 0))
         row["replies"] += 1
@@ -364,8 +413,21 @@ def definite(want: Any) -> bool:
     return want is not None and not (isinstance(want, Mapping) and "ambiguous" in want)
 
 
-def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """The readers scored as a classifier, per (split, model, JSON mode, reply kind).
+def reply_of(rec: Mapping[str, Any]) -> str:
+    """"first" or "re-ask": whether a record's reply answers the request or a re-ask of it."""
+    if "reask" in rec:
+        return "re-ask" if rec["reask"] else "first"
+    return "re-ask" if "messages" in rec and reask_of(rec["messages"]) is not None else "first"
+
+
+COUNTED = ("replies", "labelled readable", "read", "misread", "misread read", "readable but flagged", "read right")
+
+
+def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The readers scored as a classifier, per (split, source, model, JSON mode, reply kind, reply):
+    ``source`` is "local" for the small local models' replies (this module's corpus) or a capable
+    models' source (:mod:`tests.corpus.capable`, their replies served to simcore's decision prompt);
+    ``reply`` is "first" or "re-ask" (a re-ask's reply, read with the reply it re-asks).
 
     Per reply: **labelled readable** where its label gives one value for every required
     field; **read** where a reader found it readable; **misread** where any labelled field
@@ -375,17 +437,18 @@ def evaluate(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dic
     labelled-readable replies read with no misread. Either is None where its denominator
     is 0.
     """
-    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    from tests.corpus import capable
+
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for rec in records:
-        label = rec["label"]
-        reading = read(rec)
+        source = rec.get("source", "local")
+        reading, label = scored(rec) if source == "local" else (capable.read(rec), rec["label"])
         outcomes = compare(label, values(reading, list(label)))
         required = {f.name for f in plan_of(rec) if f.required}
         readable = all(definite(label[name]) for name in label if name in required)
         misread = "misread" in outcomes.values()
-        row = rows.setdefault((rec["split"], rec["model"], rec["json_mode"], rec["kind"]),
-                              {"replies": 0, "labelled readable": 0, "read": 0, "misread": 0,
-                               "misread read": 0, "readable but flagged": 0, "read right": 0})
+        key = (rec["split"], source, rec["model"], rec["json_mode"], rec["kind"], reply_of(rec))
+        row = rows.setdefault(key, dict.fromkeys(COUNTED, 0))
         row["replies"] += 1
         row["labelled readable"] += readable
         row["read"] += reading.readable
@@ -408,13 +471,16 @@ def plan_of(rec: Mapping[str, Any]) -> tuple[FieldPlan, ...]:
     return plan(schema_of(rec))
 
 
-def totals(rows: Mapping[tuple[str, ...], Mapping[str, Any]], by: int = 1) -> dict[tuple[str, ...], dict[str, Any]]:
-    """:func:`evaluate`'s rows summed over JSON modes and reply kinds (``by=1``: per split and
-    model) or over models too (``by=0``: per split)."""
+KEY = ("split", "source", "model", "json_mode", "kind", "reply")
+
+
+def totals(rows: Mapping[tuple[str, ...], Mapping[str, Any]],
+           by: tuple[str, ...] = ("split", "source", "model")) -> dict[tuple[str, ...], dict[str, Any]]:
+    """:func:`evaluate`'s rows summed over every part of their key but ``by`` (names of :data:`KEY`)."""
+    at = [KEY.index(name) for name in by]
     out: dict[tuple[str, ...], dict[str, Any]] = {}
     for k, row in rows.items():
-        acc = out.setdefault(k[: by + 1], dict.fromkeys(
-            ("replies", "labelled readable", "read", "misread", "misread read", "readable but flagged", "read right"), 0))
+        acc = out.setdefault(tuple(k[i] for i in at), dict.fromkeys(COUNTED, 0))
         for c in acc:
             acc[c] += row[c]
     for row in out.values():
@@ -427,22 +493,23 @@ def _pct(x: float | None) -> str:
 
 
 def format_evaluation(rows: Mapping[tuple[str, ...], Mapping[str, Any]], split: str) -> str:
-    """One split's rows of :func:`evaluate` as a Markdown table: per model, JSON mode and reply
-    kind, then per model, then all."""
-    head = "| model | JSON mode | reply kind | " + " | ".join(EVAL_COLUMNS) + " |"
-    lines = [head, "|" + " --- |" * (3 + len(EVAL_COLUMNS))]
+    """One split's rows of :func:`evaluate` as a Markdown table: per source, model, JSON mode, reply
+    kind and reply (first or re-ask), then per source, model and reply, per reply, and all."""
+    head = "| source | model | JSON mode | reply kind | reply | " + " | ".join(EVAL_COLUMNS) + " |"
+    lines = [head, "|" + " --- |" * (5 + len(EVAL_COLUMNS))]
 
     def cells(row: Mapping[str, Any]) -> str:
         return " | ".join(_pct(row[c]) if c in ("precision", "recall") else str(row[c]) for c in EVAL_COLUMNS)
 
     mine = {k: v for k, v in rows.items() if k[0] == split}
-    per_model = totals(mine)
-    for (_, model, mode, kind), row in sorted(mine.items()):
-        lines.append(f"| {model} | {mode} | {kind} | {cells(row)} |")
-    for (_, model), row in sorted(per_model.items()):
-        lines.append(f"| **{model}** | all | all | {cells(row)} |")
-    for row in totals(mine, by=0).values():
-        lines.append(f"| **all** | | | {cells(row)} |")
+    for (_, source, model, mode, kind, reply), row in sorted(mine.items()):
+        lines.append(f"| {source} | {model} | {mode} | {kind} | {reply} | {cells(row)} |")
+    for (_, source, model, reply), row in sorted(totals(mine, ("split", "source", "model", "reply")).items()):
+        lines.append(f"| {source} | **{model}** | all | all | {reply} | {cells(row)} |")
+    for (_, reply), row in sorted(totals(mine, ("split", "reply")).items()):
+        lines.append(f"| **all** | | | | **{reply}** | {cells(row)} |")
+    for row in totals(mine, ("split",)).values():
+        lines.append(f"| **all** | | | | | {cells(row)} |")
     return "\n".join(lines)
 
 
