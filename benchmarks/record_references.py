@@ -31,9 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simcore.analysis import embeddings
-from tests.test_acausal_cooperation import AXELROD_REFERENCE, axelrod_reference
-from tests.test_minilm import MINILM_REFERENCE, TEXTS
+from simcore.analysis import embeddings  # noqa: E402 (after the repository is put on sys.path)
+from tests.test_acausal_cooperation import AXELROD_REFERENCE, axelrod_reference  # noqa: E402
+from tests.test_minilm import MINILM_REFERENCE, TEXTS  # noqa: E402
 
 
 def encode_vectors(vectors: np.ndarray) -> list[str]:

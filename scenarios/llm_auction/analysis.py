@@ -131,7 +131,10 @@ def _rate(flags: Any) -> dict[str, Any]:
 def metrics(vignettes: pd.DataFrame, rounds: pd.DataFrame, bids: pd.DataFrame) -> dict[str, Any]:
     """Scalar metrics of one run (the batch runner's columns)."""
     nv = len(vignettes)
-    per_v = (lambda col: float(vignettes[col].sum()) / nv if nv else None)
+
+    def per_v(col: str) -> float | None:
+        return float(vignettes[col].sum()) / nv if nv else None
+
     correct = _rate(vignettes["correct"])
     auction = bool((vignettes["mechanism"] == "auction").any())
     on_time = bids["on_time"].dropna()

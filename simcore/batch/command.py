@@ -270,7 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the batch command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     scenario, args = parse_scenario_args(build_parser, argv)
-    say = (lambda msg: print(msg, file=sys.stderr))
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
     out = args.out
     try:
         plan = check_sweep(scenario, args)

@@ -184,7 +184,10 @@ def _sweep(name: str | Scenario, *, trials: int, grid: Any, conditions: Any, see
             args.out = str(where)
             plan = batch_command.check_sweep(scenario, args)
         batch_command.ready_sweep(scenario, plan, where)
-        echo = (lambda msg: print(msg, file=sys.stderr))
+
+        def echo(msg: str) -> None:
+            print(msg, file=sys.stderr)
+
         run_sweep(scenario, plan.trials, plan=plan, out=where, echo=echo,
                   progress=shows_progress() and not args.no_progress, **batch_command.execution(args))
     return Sweep(where)
