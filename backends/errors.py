@@ -268,6 +268,9 @@ _KEY_PATTERNS = re.compile(
 )
 
 
+MIN_SECRET = 8
+
+
 def redact(text: str, *secrets: str | None, key_shapes: bool = True) -> str:
     """Remove ``secrets`` from ``text``, and (``key_shapes``) anything shaped like an API key.
 
@@ -275,7 +278,9 @@ def redact(text: str, *secrets: str | None, key_shapes: bool = True) -> str:
     reply mentioning, say, "sk-learn" is not altered; error messages get both.
     """
     for secret in secrets:
-        if secret:
+        # A placeholder key ("x", "none", "EMPTY", as local servers take) is no secret, and
+        # removing it wherever it occurs mangled every reply: a body's "text" lost its "x".
+        if secret and len(secret) >= MIN_SECRET:
             text = text.replace(secret, "[redacted]")
             # A provider may quote a masked form: the first and last few characters.
             if len(secret) >= 12:

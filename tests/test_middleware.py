@@ -390,6 +390,15 @@ async def test_token_bucket_paces_to_its_rate(rate, capacity, takes):
         assert clock.now == pytest.approx(max(0.0, (sum(takes) - capacity) / rate), abs=1e-6)
 
 
+def test_a_placeholder_key_is_no_secret_and_leaves_a_reply_whole():
+    # A local or fake server takes any key ("x"); removing it wherever it occurred turned every
+    # Messages body's "type": "text" into something else, and each reply came back empty.
+    body = '{"content": [{"type": "text", "text": "{\\"action\\": \\"DEFECT\\"}"}], "stop_reason": "end_turn"}'
+    for placeholder in ("x", "none", "EMPTY", "sk-1234"):
+        assert redact(body, placeholder, key_shapes=False) == body
+    assert "sk-ant-0123456789" not in redact(f"key sk-ant-0123456789 in {body}", "sk-ant-0123456789", key_shapes=False)
+
+
 def test_redact_removes_keys_and_key_shaped_strings():
     text = "bad key sk-abcdefghijklmnop and AIzaSyA1234567890abcdef, Bearer xyz, mine: SENTINEL-123456789012"
     out = redact(text, "SENTINEL-123456789012")
