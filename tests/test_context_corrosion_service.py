@@ -37,6 +37,36 @@ async def server(tmp_path):
     await runner.cleanup()
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server, on a loop thread of its own, for the tests whose requests it refuses: nothing
+    runs and nothing is written, so they share it (and the worker process it starts) rather
+    than start one each. Yields (base URL, output root)."""
+    out = tmp_path_factory.mktemp("refusing")
+    thread = LoopThread()
+    runner = web.AppRunner(make_app(out))
+
+    async def start() -> str:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+    base = thread.run(start())
+    yield base, out
+    thread.run(runner.cleanup())
+    thread.close()
+
+
+@pytest_asyncio.fixture
+async def refusing(shared_server):
+    """The shared server with a client of this test's own; yields (base URL, session, output root)."""
+    base, out = shared_server
+    async with aiohttp.ClientSession() as session:
+        yield base, session, out
+
+
 async def post(session, url, body):
     data = body if isinstance(body, (bytes, str)) else json.dumps(body)
     async with session.post(url, data=data, headers={"Content-Type": "application/json"}) as r:
@@ -78,8 +108,8 @@ BAD = [
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("path", "body", "field"), BAD)
-async def test_bad_bodies_get_400_naming_the_field(server, path, body, field):
-    base, s, out = server
+async def test_bad_bodies_get_400_naming_the_field(refusing, path, body, field):
+    base, s, out = refusing
     status, payload = await post(s, base + path, body)
     assert status == 400
     assert payload["field"] == field and payload["error"].startswith(f"{field}:")
@@ -108,8 +138,8 @@ def test_parse_body_defaults_and_ranges():
         "/static/experiments/no-such-run/plots/similarity_heatmap_run_a.png",
     ],
 )
-async def test_unknown_ids_get_404(server, path):
-    base, s, _ = server
+async def test_unknown_ids_get_404(refusing, path):
+    base, s, _ = refusing
     status, payload = await get(s, base + path)
     assert status == 404 and "no" in payload["error"]
 
@@ -127,10 +157,10 @@ async def test_unknown_ids_get_404(server, path):
         "/static/experiments/x/plots/secret.txt",
     ],
 )
-async def test_traversal_is_refused(server, path):
-    base, s, out = server
-    # plant files that a traversal would reach
-    (out / "secret").mkdir()
+async def test_traversal_is_refused(refusing, path):
+    base, s, out = refusing
+    # plant files that a traversal would reach (the same ones for each path: the server is shared)
+    (out / "secret").mkdir(exist_ok=True)
     (out / "secret" / "experiment.json").write_text('{"leak": true}')
     (out / "secret.png").write_bytes(b"leak")
     async with s.get(base + path) as r:
@@ -231,8 +261,8 @@ HOSTILE = [
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("body", "problem"), HOSTILE)
 @pytest.mark.parametrize("path", ["/run-experiment", "/run-monte-carlo"])
-async def test_hostile_bodies_get_400_naming_the_problem(server, path, body, problem):
-    base, s, out = server
+async def test_hostile_bodies_get_400_naming_the_problem(refusing, path, body, problem):
+    base, s, out = refusing
     status, payload = await post(s, base + path, body)
     assert status == 400, payload
     assert payload["field"] == "body" and problem in payload["error"]
@@ -249,8 +279,8 @@ async def test_hostile_bodies_get_400_naming_the_problem(server, path, body, pro
     ({"biased_dominant": None}, "biased_dominant"),
     ({"n_trials": True}, "n_trials"),
 ])
-async def test_wrong_types_get_400_naming_the_field(server, body, field):
-    base, s, _ = server
+async def test_wrong_types_get_400_naming_the_field(refusing, body, field):
+    base, s, _ = refusing
     path = "/run-monte-carlo" if field == "n_trials" else "/run-experiment"
     data = json.dumps(body).replace("Infinity", "1e400")
     status, payload = await post(s, base + path, data)
@@ -258,8 +288,8 @@ async def test_wrong_types_get_400_naming_the_field(server, body, field):
 
 
 @pytest.mark.asyncio
-async def test_an_oversized_body_gets_413(server):
-    base, s, out = server
+async def test_an_oversized_body_gets_413(refusing):
+    base, s, out = refusing
     status, payload = await post(s, f"{base}/run-experiment", b'{"seed": 1, "pad": "' + b"x" * 70_000 + b'"}')
     assert status == 413 and payload["field"] == "body" and "65536" in payload["error"]
 
