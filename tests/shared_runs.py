@@ -4,7 +4,8 @@ A test module that uses them names this module in its ``pytest_plugins``.
 
 - :func:`hash_seed_pair`: each of :data:`HASH_SEED_CASES` computed in the test's process and
   in one fresh interpreter started with another ``PYTHONHASHSEED``, which computes them all:
-  one Python start for every scenario's test of hash-seed independence, where each started two.
+  one Python start for every scenario's test of hash-seed independence, where each started
+  one to three (:func:`other_hash_seed` gives that interpreter's results alone).
 
 Under pytest-xdist each worker is a process of its own; :func:`once_per_run` makes a value
 once for all of them (the first worker to ask makes it, under a lock, and the others read it).
@@ -68,8 +69,23 @@ def _perturbation_pairs() -> str:
         return (study / "pairs.jsonl").read_text()
 
 
-#: What each scenario's hash-seed test computes: a trace's sha256, or a study's pairs.
-HASH_SEED_CASES: dict[str, Callable[[], str]] = {
+def _corrosion_run() -> dict[str, Any]:
+    """A context-corrosion run with its metrics (MiniLM embeddings): what its results.json says."""
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.base.records import read_json
+    from simcore.runs.runner import run_trial, write_run
+
+    with tempfile.TemporaryDirectory() as out:
+        res = read_json(write_run(run_trial(SCENARIO, SCENARIO.config_type(rounds=2), 21), out) / "results.json")
+    return {k: res[k] for k in ("trace_sha256", "lifecycle_entropy", "metrics")}
+
+
+#: What each scenario's hash-seed test computes: a trace's sha256, a study's pairs, or a run's results.
+HASH_SEED_CASES: dict[str, Callable[[], Any]] = {
+    "context_corrosion": lambda: _trace_sha(
+        "context_corrosion", {"rounds": 2, "n_peers": 3, "order": "random", "topology": "small_world:k=2,p=0.5",
+                              "metrics": False}, 1234),
+    "context_corrosion_run": _corrosion_run,
     "acausal_cooperation": lambda: _trace_sha(
         "acausal_cooperation", {"n_agents": 3, "rounds": 2, "scripted": "random:0.4,grudger", "embeddings": False}, 11),
     "llm_auction": lambda: _trace_sha("llm_auction", {"mechanism": "free_discussion", "n_agents": 5, "n_vignettes": 2}, 9),
@@ -85,19 +101,27 @@ def hash_seed_results() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def hash_seed_pair(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[str, str]]:
-    """``pair(case)``: one of :data:`HASH_SEED_CASES` computed here, and as an interpreter with
-    another hash seed computed it."""
+def other_hash_seed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every one of :data:`HASH_SEED_CASES` as an interpreter with another hash seed computed it."""
 
     def make() -> dict[str, Any]:
         seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
         code = "import json; from tests.shared_runs import hash_seed_results; print(json.dumps(hash_seed_results()))"
+        # (no case reads a figure: none is drawn)
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT), "SIMCORE_PLOTS": "none"}
         res = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+                             timeout=300, env=env)
         assert res.returncode == 0, res.stderr[-3000:]
         return json.loads(res.stdout)
 
     theirs = once_per_run(tmp_path_factory, "other_hash_seed", make)
     # The two interpreters hash strings differently, so set and dict orders built from them differ.
     assert theirs["hash"] != hash(PROBE), "the other interpreter got this one's hash seed"
-    return lambda case: (HASH_SEED_CASES[case](), theirs["cases"][case])
+    return theirs["cases"]
+
+
+@pytest.fixture(scope="session")
+def hash_seed_pair(other_hash_seed: dict[str, Any]) -> Callable[[str], tuple[Any, Any]]:
+    """``pair(case)``: one of :data:`HASH_SEED_CASES` computed here, and as an interpreter with
+    another hash seed computed it."""
+    return lambda case: (HASH_SEED_CASES[case](), other_hash_seed[case])

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +15,7 @@ from simcore.base.records import read_json
 from simcore.cli import main
 from simcore.runs.runner import run_trial, write_run
 
-ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.shared_runs"]  # other_hash_seed
 CFG = SCENARIO.config_type(rounds=2)
 
 
@@ -62,16 +59,10 @@ def test_embeddings_are_of_what_each_agent_said(run_dir):
     np.testing.assert_allclose(store[("final", 0, "D")], encode([finals["D"]])[0], atol=1e-5)
 
 
-def test_metrics_are_deterministic_across_processes(run_dir, tmp_path):
+def test_metrics_are_deterministic_across_processes(run_dir, other_hash_seed):
+    """The same run, its metrics included, as an interpreter with another hash seed made it (tests/shared_runs.py)."""
     res = read_json(run_dir / "results.json")
-    proc = subprocess.run(
-        [sys.executable, "-m", "scenarios.context_corrosion", "--rounds", "2", "--seed", "21", "--json",
-         "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONHASHSEED": "123"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    other = json.loads(proc.stdout)
+    other = other_hash_seed["context_corrosion_run"]
     assert other["trace_sha256"] == res["trace_sha256"]
     assert other["lifecycle_entropy"] == res["lifecycle_entropy"]
     for k, v in res["metrics"].items():

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +10,7 @@ from scenarios.context_corrosion import SCENARIO
 from scenarios.context_corrosion.config import CorrosionConfig
 from simcore.runs.runner import run_trial
 
-ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.shared_runs"]  # hash_seed_pair
 SMALL = CorrosionConfig(rounds=2, n_peers=2, metrics=False)
 
 
@@ -38,25 +33,9 @@ def test_different_seeds_different_traces(a, b):
         assert trace_text(a) != trace_text(b)
 
 
-SCRIPT = """
-import hashlib, sys
-from scenarios.context_corrosion import SCENARIO
-from scenarios.context_corrosion.config import CorrosionConfig
-from simcore.runs.runner import run_trial
-cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5", metrics=False)
-print(hashlib.sha256(run_trial(SCENARIO, cfg, 1234).trace.to_jsonl().encode()).hexdigest())
-"""
-
-
-def test_trace_identical_across_processes_and_hash_seeds():
-    digests = set()
-    for hash_seed in ("0", "1", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-        out = subprocess.run(
-            [sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True,
-            check=True,
-        )
-        digests.add(out.stdout.strip())
+def test_trace_identical_across_processes_and_hash_seeds(hash_seed_pair):
+    """The same trace here and in an interpreter with another hash seed (tests/shared_runs.py)."""
+    here, there = hash_seed_pair("context_corrosion")
+    assert there == here
     cfg = CorrosionConfig(rounds=2, n_peers=3, order="random", topology="small_world:k=2,p=0.5", metrics=False)
-    here = hashlib.sha256(run_trial(SCENARIO, cfg, 1234).trace.to_jsonl().encode()).hexdigest()
-    assert digests == {here}
+    assert here == run_trial(SCENARIO, cfg, 1234).trace.sha256()
