@@ -13,7 +13,8 @@ What each block means:
   matches any number of lines.
 
 Any other block fails the test, so nothing on these pages is left unchecked. The
-tutorial installs a package: it runs in a throwaway environment (tests/sandbox.py).
+tutorial installs a package: it runs in a throwaway environment (tests/sandbox.py), its
+``python -m`` commands in one interpreter of that environment (tests/inprocess.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.commands import run_module
-from tests.inprocess import run_bash
+from tests.inprocess import Server, run_bash
 from tests.sandbox import REPO, make_sandbox
 
 DOCS = REPO / "docs"
@@ -70,12 +71,13 @@ def output_matches(expected: str, actual: str) -> bool:
     return re.fullmatch(pattern, text) is not None
 
 
-def run_page(page: Path, workdir: Path, env: dict[str, str] | None = None,
-             python: str = sys.executable, in_process: bool = False) -> dict[str, int]:
+def run_page(page: Path, workdir: Path, env: dict[str, str] | None = None, python: str = sys.executable,
+             in_process: bool = False, server: Server | None = None) -> dict[str, int]:
     """Execute ``page``'s blocks in ``workdir``; returns how many blocks of each kind ran.
 
-    With ``in_process``, the bash blocks' ``python -m`` commands run in this process
-    (tests/inprocess.py); bash still runs each block as the page gives it.
+    With ``in_process``, the bash blocks' ``python -m`` commands run in this process, and
+    with a ``server``, in that one interpreter (tests/inprocess.py); bash still runs each
+    block as the page gives it.
     """
     cwd, last_out, written = workdir, None, set()
     counts = {"file": 0, "bash": 0, "python": 0, "toml": 0, "output": 0}
@@ -100,8 +102,8 @@ def run_page(page: Path, workdir: Path, env: dict[str, str] | None = None,
                 command = ["bash", "-euo", "pipefail", "-c", script]
             else:
                 command = [python, "-"]
-            if b.lang == "bash" and in_process:
-                res = run_bash(command[-1], cwd, env)
+            if b.lang == "bash" and (in_process or server is not None):
+                res = run_bash(command[-1], cwd, env, server=server)
             else:
                 res = subprocess.run(command, input=b.code if b.lang == "python" else None, cwd=cwd, env=env,
                                      capture_output=True, text=True, timeout=300, check=False)
@@ -146,7 +148,10 @@ def test_the_tutorial_runs(tmp_path):
     box = make_sandbox(tmp_path / "venv")
     work = tmp_path / "work"
     work.mkdir()
-    counts = run_page(DOCS / "tutorial.md", work, box.env(), str(box.python))
+    # The page's ``python -m`` commands run in one interpreter of the sandbox (started again
+    # after the page's pip install), which imports the installed package as a user's would.
+    with Server(box.python, box.env()) as server:
+        counts = run_page(DOCS / "tutorial.md", work, box.env(), str(box.python), server=server)
     assert counts["bash"] >= 5 and counts["file"] >= 5 and counts["python"] >= 1 and counts["output"] >= 3
     # The shared environment is untouched: the tutorial's pip install went into the sandbox.
     assert shared() == before

@@ -4,6 +4,7 @@ for real once pip-installed (in a throwaway environment; see tests/sandbox.py)."
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from simcore.base.config import ConfigError
 from simcore.new import create, main, render
 from tests.commands import run_module
+from tests.inprocess import Server
 from tests.sandbox import make_sandbox
 
 
@@ -66,60 +68,35 @@ def test_the_generated_package_installs_runs_sweeps_and_replays(tmp_path):
     box = make_sandbox(tmp_path / "venv")
     box.run("pip install -q -e '.[test]'", cwd=project)
 
-    # The four commands run in one interpreter of the sandbox, each as ``python -m`` runs it
-    # (tests/commands.py), which spares three interpreter starts; the package is the installed one.
-    run, replay, _sweep, cal = sandbox_commands(box, tmp_path, [
-        "simcore.run demo_study --seed 3 --json --out runs",
-        "simcore.replay {run_dir}",
+    # The commands run in one interpreter of the sandbox, each as ``python -m`` runs it
+    # (tests/inprocess.py), which spares four interpreter starts; the package is the installed one.
+    with Server(box.python, box.env()) as server:
+        def command(line: str) -> str:
+            ran = server.run(tmp_path, shlex.split(line))
+            assert ran.returncode == 0, f"python -m {line} exited {ran.returncode}\n{ran.stderr}"
+            return ran.stdout
+
+        results = json.loads(command("simcore.run demo_study --seed 3 --json --out runs"))
+        assert results["status"] == "ok" and results["metrics"]["agreement_n"] == 3
+        run_dir = Path(results["run_dir"])
+        assert run_dir.parent == Path("runs/demo_study")
+        manifest = json.loads((tmp_path / run_dir / "manifest.json").read_text())
+        assert manifest["scenario"] == "demo_study"
+
+        assert command(f"simcore.replay {run_dir}").strip().endswith("identical to the recorded run")
+
         # (tests/test_scenario.py checks that a scenario found by name pickles for the process pool)
-        "simcore.batch demo_study --trials 2 --grid n_agents=2,3 --executor serial --out sweep --no-progress --no-plot",
+        command("simcore.batch demo_study --trials 2 --grid n_agents=2,3 --executor serial --out sweep --no-progress --no-plot")
+        summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+        assert summary["n_ok"] == summary["n_planned"] == 8  # 2 cells x 2 arms (leader) x 2 trials
+
         # Calibration under the scaffold's null: the planted effect is found under the default only.
-        "simcore.calibrate demo_study --trials 6 --monte-carlos 2 --json --no-progress --out cal",
-    ])
-    results = json.loads(run)
-    assert results["status"] == "ok" and results["metrics"]["agreement_n"] == 3
-    run_dir = Path(results["run_dir"])
-    assert run_dir.parent == Path("runs/demo_study")
-    manifest = json.loads((tmp_path / run_dir / "manifest.json").read_text())
-    assert manifest["scenario"] == "demo_study"
+        cal = json.loads(command("simcore.calibrate demo_study --trials 6 --monte-carlos 2 --json --no-progress --out cal"))
+        assert cal["null"]["config"] == {"leader_pull": 0.2}
+        assert {m["metric"] for m in cal["metrics"]}, cal
 
-    assert replay.strip().endswith("identical to the recorded run")
-
-    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
-    assert summary["n_ok"] == summary["n_planned"] == 8  # 2 cells x 2 arms (leader) x 2 trials
-
-    cal = json.loads(cal)
-    assert cal["null"]["config"] == {"leader_pull": 0.2}
-    assert {m["metric"] for m in cal["metrics"]}, cal
-
-    # The package's own tests pass, the planted effect included, run as the command said.
-    box.run(f"python -m pytest -q -p no:cacheprovider {project}", cwd=tmp_path)
+        # The package's own tests pass, the planted effect included, run as the command said.
+        command(f"pytest -q -p no:cacheprovider {project}")
+        assert server.starts == 1  # (the five commands in one interpreter: nothing changed its site-packages)
     # The shared environment does not know the package.
     assert subprocess.run([sys.executable, "-c", "import demo_study"], capture_output=True).returncode != 0
-
-
-# Runs each command line (``{run_dir}`` filled from the first one's JSON) with run_module; prints
-# their outcomes as JSON, stopping at the first that fails.
-DRIVER = """
-import json, sys
-from tests.commands import run_module
-done = []
-for line in json.loads(sys.argv[1]):
-    if done:
-        line = line.format(run_dir=json.loads(done[0]["stdout"]).get("run_dir", ""))
-    done.append(vars(run_module(*line.split())) | {"command": line})
-    if done[-1]["returncode"] != 0:
-        break
-print(json.dumps(done))
-"""
-
-
-def sandbox_commands(box, cwd: Path, lines: list[str]) -> list[str]:
-    """What ``python -m LINE`` prints for each line, run in one interpreter of the sandbox ``box``."""
-    import shlex
-
-    done = json.loads(box.run(f"python -c {shlex.quote(DRIVER)} {shlex.quote(json.dumps(lines))}", cwd=cwd).stdout)
-    for ran in done:
-        assert ran["returncode"] == 0, f"python -m {ran['command']} exited {ran['returncode']}\n{ran['stderr']}"
-    assert len(done) == len(lines)
-    return [ran["stdout"] for ran in done]
