@@ -23,12 +23,16 @@ from scenarios.llm_auction.analysis import (
     COMPARED,
     ROUND_COLUMNS,
     VIGNETTE_COLUMNS,
+    agent_summary,
+    by_style,
+    metrics,
 )
 from scenarios.llm_auction.behaviour import AuctionBehaviour, make_behaviour
-from scenarios.llm_auction.config import MECHANISMS, AuctionConfig, agent_names
+from scenarios.llm_auction.config import MECHANISMS, STYLES, AuctionConfig, agent_names
 from scenarios.llm_auction.experiment import Ballot
+from scenarios.llm_auction.kinds import KINDS
 from scenarios.llm_auction.vignettes import VIGNETTES
-from simcore.analysis.stats import holm
+from simcore.analysis.stats import describe, holm, proportion_ci
 from simcore.base.config import ConfigError
 from simcore.base.rng import Streams
 from simcore.cli import main as cli_main
@@ -445,6 +449,71 @@ def test_metrics_have_cis_and_per_style_figures():
         s = r["by_style"][style]
         assert s["participation"]["ci_low"] <= s["participation"]["rate"] <= s["participation"]["ci_high"]
     assert SCENARIO.summarize(r).startswith("llm_auction: mechanism auction")
+
+
+def _pandas_figures(rounds: pd.DataFrame, vignettes: pd.DataFrame) -> tuple[dict, dict, pd.DataFrame]:
+    """The per-style figures and the agent summary as pandas computes them, a Series per figure
+    (what the analysis computed before it read numpy arrays split once)."""
+    def mean(s):
+        s = pd.Series(s, dtype=object).dropna().astype(float)
+        return float(s.mean()) if len(s) else None
+
+    def rate(s):
+        s = pd.Series(s, dtype=object).dropna().astype(bool)
+        k, n = int(s.sum()), len(s)
+        lo, hi = proportion_ci(k, n)
+        return {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi}
+
+    per_style, styles = {}, {}
+    for style in STYLES:
+        mine = rounds[rounds["communication_style"] == style]
+        per_style |= {
+            f"participation_{style}": mean(mine["participated"]), f"vote_accuracy_{style}": mean(mine["vote_correct"]),
+            f"mean_reward_{style}": mean(mine["reward"]), f"proposer_share_{style}": mean(vignettes["proposer_style"] == style),
+        }
+        if len(mine):
+            styles[style] = {
+                "agent_vignettes": len(mine), "private_accuracy": rate(mine["private_correct"]),
+                "vote_accuracy": rate(mine["vote_correct"]), "participation": rate(mine["participated"]),
+                "proposer": rate(vignettes["proposer_style"] == style),
+                "cost": describe(mine["total_cost"].tolist(), kind=KINDS["total_cost"]).to_dict(),
+                "reward": describe(mine["reward"].tolist(), kind=KINDS["mean_reward"]).to_dict()}
+    g = rounds.groupby(["mechanism", "seed", "agent"], sort=True)
+    summary = pd.DataFrame({
+        "communication_style": g["communication_style"].first(), "n_vignettes": g.size(),
+        "n_proposals": g["proposed"].sum(), "n_critiques": g["critiqued"].sum(),
+        "participation_rate": g["participated"].mean(), "n_bids": g["bid"].count(),
+        "n_auction_wins": g["won_auction"].sum(), "message_tokens": g["message_tokens"].sum(),
+        "total_cost": g["total_cost"].sum(), "total_reward": g["reward"].sum(),
+        "private_accuracy": g["private_correct"].apply(mean), "vote_accuracy": g["vote_correct"].apply(mean),
+        "final_budget": g["budget_after"].last(),
+    }).reset_index()[list(AGENT_SUMMARY_COLUMNS)]
+    return per_style, styles, summary
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_figures_by_style_and_agent_are_pandas_own_to_the_last_bit(seed):
+    """Unreadable replies (None) and styles without agents included: the same floats, not nearly the same."""
+    rng = np.random.default_rng(seed)
+    n = 60
+
+    def answer():  # right, wrong or unreadable
+        return rng.choice(np.array([True, False, None], dtype=object), size=n)
+
+    rounds = pd.DataFrame({c: [0] * n for c in ROUND_COLUMNS}).assign(
+        mechanism="auction", seed=seed, agent=rng.choice(["A01", "A02", "A03", "A04", "A05"], size=n),
+        communication_style=rng.choice(list(STYLES[: 1 + seed]), size=n), participated=rng.random(n) < 0.4,
+        proposed=rng.random(n) < 0.2, critiqued=rng.random(n) < 0.3, won_auction=rng.random(n) < 0.2,
+        bid=np.where(rng.random(n) < 0.8, rng.random(n), np.nan), message_tokens=rng.integers(0, 90, n),
+        private_correct=answer(), vote_correct=answer(), total_cost=rng.random(n) * 0.3,
+        reward=0.5 - rng.random(n) * 0.7, budget_after=rng.random(n))
+    vignettes = pd.DataFrame({"mechanism": ["auction"] * 6, "proposer_style": [STYLES[i % 3] for i in range(5)] + [None]})
+    per_style, styles, summary = _pandas_figures(rounds, vignettes)
+    m = metrics(vignettes.assign(**{c: 0 for c in VIGNETTE_COLUMNS if c not in vignettes}), rounds,
+                pd.DataFrame(columns=list(BID_COLUMNS)))
+    assert {k: m[k] for k in per_style} == per_style
+    assert by_style(rounds, vignettes) == styles
+    assert agent_summary(rounds).to_csv(index=False) == summary.to_csv(index=False)
 
 
 # -- determinism -------------------------------------------------------------------

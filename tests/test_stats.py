@@ -22,11 +22,14 @@ from statsmodels.stats.proportion import (
     score_test_proportions_2indep,
 )
 
+from simcore.analysis import stats
 from simcore.analysis.metric_kinds import continuous, count, proportion, score
 from simcore.analysis.stats import (
+    BOOTSTRAP_RESAMPLES,
     MAX_EXACT_PAIRS,
     RANDOM_PATTERNS,
     Step,
+    bootstrap_mean_ci,
     cohen_d,
     compare_metrics,
     compare_one,
@@ -286,6 +289,22 @@ def test_yes_no_values_get_wilson_and_likert_means_stay_in_range():
     assert likert.interval.startswith("bootstrap") and 1 <= likert.ci_low <= likert.mean <= likert.ci_high <= 4
     assert describe([4.0, 3.67, 3.67]).ci_high > 4  # what the t interval said
     assert describe([True, True, False, None]).interval == "Wilson score"  # undeclared true/false
+
+
+def test_the_bootstrap_draws_in_blocks_the_resamples_one_draw_gives(monkeypatch):
+    """Resampling a block of rows at a time (for speed) gives every interval that one draw of all
+    the resamples gives: the generator's stream does not depend on how the draws are cut."""
+    rng = np.random.default_rng(3)
+    for n in (2, 7, 300, 2250):  # 2250: several blocks of 29 rows
+        x = np.sort(rng.normal(size=n).round(3))
+        means = x[np.random.default_rng(0).integers(n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
+        lo, hi = np.quantile(means, [(1 - 0.95) / 2, (1 + 0.95) / 2])
+        mean = math.fsum(x) / n
+        assert bootstrap_mean_ci(x) == (min(mean, lo), max(mean, hi)), n
+        if n < 1000:
+            with monkeypatch.context() as m:
+                m.setattr(stats, "BOOTSTRAP_BLOCK", 3 * n - 1)  # blocks of 2 rows, and one row at the end
+                assert bootstrap_mean_ci(x) == (min(mean, lo), max(mean, hi)), n
 
 
 def test_describe_by_kind():

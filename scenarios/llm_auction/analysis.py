@@ -66,20 +66,26 @@ def agent_summary(rounds: pd.DataFrame) -> pd.DataFrame:
     """One row per (mechanism, seed, agent), from agent_round_results."""
     if rounds.empty:
         return _frame([], AGENT_SUMMARY_COLUMNS)
-    g = rounds.groupby(["mechanism", "seed", "agent"], sort=True)
+    # A readable assessment or ballot as 1.0 (right) or 0.0, an unreadable one NaN: the means leave it out.
+    frame = rounds.assign(private_accuracy=rounds["private_correct"].astype(float),
+                          vote_accuracy=rounds["vote_correct"].astype(float))
+    g = frame.groupby(["mechanism", "seed", "agent"], sort=True)
+    # NOTE: each aggregation over several columns at once, for performance (one pass per kind, same figures).
+    sums = g[["proposed", "critiqued", "won_auction", "message_tokens", "total_cost", "reward"]].sum()
+    means = g[["participated", "private_accuracy", "vote_accuracy"]].mean()
     out = pd.DataFrame({
         "communication_style": g["communication_style"].first(),
         "n_vignettes": g.size(),
-        "n_proposals": g["proposed"].sum(),
-        "n_critiques": g["critiqued"].sum(),
-        "participation_rate": g["participated"].mean(),
+        "n_proposals": sums["proposed"],
+        "n_critiques": sums["critiqued"],
+        "participation_rate": means["participated"],
         "n_bids": g["bid"].count(),
-        "n_auction_wins": g["won_auction"].sum(),
-        "message_tokens": g["message_tokens"].sum(),
-        "total_cost": g["total_cost"].sum(),
-        "total_reward": g["reward"].sum(),
-        "private_accuracy": g["private_correct"].apply(lambda s: s.dropna().astype(float).mean()),
-        "vote_accuracy": g["vote_correct"].apply(lambda s: s.dropna().astype(float).mean()),
+        "n_auction_wins": sums["won_auction"],
+        "message_tokens": sums["message_tokens"],
+        "total_cost": sums["total_cost"],
+        "total_reward": sums["reward"],
+        "private_accuracy": means["private_accuracy"],
+        "vote_accuracy": means["vote_accuracy"],
         "final_budget": g["budget_after"].last(),
     }).reset_index()
     return out[list(AGENT_SUMMARY_COLUMNS)]
@@ -115,17 +121,35 @@ def _config_columns(cfg: AuctionConfig) -> dict[str, Any]:
     return {k: getattr(cfg, k) for k in keys}
 
 
+def _known(values: Any) -> np.ndarray:
+    """The values that are not missing (None or NaN), as an object array."""
+    arr = np.asarray(values, dtype=object)
+    return arr[pd.notna(arr)]
+
+
 def _mean(values: Any) -> float | None:
-    arr = pd.Series(values, dtype="object").dropna().astype(float)
-    return float(arr.mean()) if len(arr) else None
+    x = _known(values).astype(float)
+    # The sum over the count, as pandas' Series.mean has it (so the figures are those of earlier runs).
+    return float(x.sum() / len(x)) if len(x) else None
 
 
 def _rate(flags: Any) -> dict[str, Any]:
     """Share of true values with its Wilson 95% CI (missing values left out)."""
-    arr = pd.Series(flags, dtype="object").dropna().astype(bool)
-    k, n = int(arr.sum()), int(len(arr))
+    known = _known(flags).astype(bool)
+    k, n = int(known.sum()), len(known)
     lo, hi = proportion_ci(k, n)
     return {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi}
+
+
+def _style_rows(rounds: pd.DataFrame, columns: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """Each communication style's values of ``columns``, in row order (every style, each maybe empty).
+
+    NOTE: numpy arrays split once rather than a frame filtered per style and a Series per
+    figure, for performance (the compare command reads tables of thousands of rows).
+    """
+    styles = rounds["communication_style"].to_numpy()
+    values = {c: rounds[c].to_numpy() for c in columns}
+    return {style: {c: v[mask] for c, v in values.items()} for style in STYLES for mask in [styles == style]}
 
 
 def metrics(vignettes: pd.DataFrame, rounds: pd.DataFrame, bids: pd.DataFrame) -> dict[str, Any]:
@@ -166,14 +190,12 @@ def metrics(vignettes: pd.DataFrame, rounds: pd.DataFrame, bids: pd.DataFrame) -
         "parse_errors": int(rounds["parse_errors"].sum()),
         "sim_time_end": float(vignettes["t_end"].max()) if nv else 0.0,
     }
-    for style in STYLES:
-        mine = rounds[rounds["communication_style"] == style]
+    proposer_styles = vignettes["proposer_style"].to_numpy()
+    for style, mine in _style_rows(rounds, ("participated", "vote_correct", "reward")).items():
         out[f"participation_{style}"] = _mean(mine["participated"])
         out[f"vote_accuracy_{style}"] = _mean(mine["vote_correct"])
         out[f"mean_reward_{style}"] = _mean(mine["reward"])
-        out[f"proposer_share_{style}"] = (
-            _mean(vignettes["proposer_style"] == style) if auction and nv else None
-        )
+        out[f"proposer_share_{style}"] = _mean(proposer_styles == style) if auction and nv else None
     return out
 
 
@@ -181,16 +203,18 @@ def by_style(rounds: pd.DataFrame, vignettes: pd.DataFrame) -> dict[str, Any]:
     """Per communication style: vote accuracy, participation, cost, reward, with CIs."""
     out = {}
     auction = bool((vignettes["mechanism"] == "auction").any())
-    for style in STYLES:
-        mine = rounds[rounds["communication_style"] == style]
-        if mine.empty:
+    proposer_styles = vignettes["proposer_style"].to_numpy()
+    columns = ("private_correct", "vote_correct", "participated", "total_cost", "reward")
+    for style, mine in _style_rows(rounds, columns).items():
+        n = len(mine["reward"])  # the style's agent-vignettes
+        if not n:
             continue
         out[style] = {
-            "agent_vignettes": int(len(mine)),
+            "agent_vignettes": n,
             "private_accuracy": _rate(mine["private_correct"]),
             "vote_accuracy": _rate(mine["vote_correct"]),
             "participation": _rate(mine["participated"]),
-            "proposer": _rate(vignettes["proposer_style"] == style) if auction else None,
+            "proposer": _rate(proposer_styles == style) if auction else None,
             "cost": describe(mine["total_cost"].tolist(), kind=KINDS["total_cost"]).to_dict(),
             "reward": describe(mine["reward"].tolist(), kind=KINDS["mean_reward"]).to_dict(),
         }
@@ -242,8 +266,8 @@ def analyze(world: World, cfg: AuctionConfig) -> dict[str, Any]:
         "participation": _rate(rounds["participated"]),
         "by_style": by_style(rounds, vign),
         "per_vignette": [
-            {k: _plain(r[k]) for k in ("vignette_id", "consensus", "decision", "correct", "decided_by", "proposer")}
-            for r in vign.to_dict("records")
+            {k: _plain(x) for k, x in r.items()}
+            for r in vign[["vignette_id", "consensus", "decision", "correct", "decided_by", "proposer"]].to_dict("records")
         ],
     }
 

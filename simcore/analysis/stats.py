@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -41,6 +42,8 @@ MAX_EXACT_PAIRS = 16
 #: Above it, this many random patterns (seeded) besides the observed one.
 RANDOM_PATTERNS = 2**16 - 1
 BOOTSTRAP_RESAMPLES = 4000
+#: About this many values are resampled at a time (the bootstrap's arrays then stay in the CPU's cache).
+BOOTSTRAP_BLOCK = 2**16
 
 
 def clean(values: Sequence[Any]) -> np.ndarray:
@@ -198,12 +201,24 @@ def bootstrap_mean_ci(x: np.ndarray, level: float = LEVEL, seed: int = 0,
     """
     x = np.sort(np.asarray(x, dtype=float))
     rng = np.random.default_rng(seed)
-    means = x[rng.integers(len(x), size=(n_resamples, len(x)))].mean(axis=1)
+    # NOTE: resampled a block of rows at a time rather than all at once, for performance; the
+    # generator's stream, and so every resample and its mean, is the same either way.
+    rows = max(1, BOOTSTRAP_BLOCK // max(len(x), 1))
+    means = np.concatenate([x[rng.integers(len(x), size=(min(rows, n_resamples - i), len(x)))].mean(axis=1)
+                            for i in range(0, n_resamples, rows)])
     q_lo, q_hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     mean = _mean(x)
     # A percentile interval of a skewed tiny sample can miss the mean by a hair; the
     # reported interval always contains its estimate (and so stays inside the range).
     return min(mean, float(q_lo)), max(mean, float(q_hi))
+
+
+@lru_cache(maxsize=16)
+def _normal_quantile(p: float) -> float:
+    """The standard normal distribution's quantile (kept: every Wilson interval needs it)."""
+    from scipy import stats as sps
+
+    return float(sps.norm.ppf(p))
 
 
 def proportion_ci(successes: int, n: int, level: float = LEVEL) -> tuple[float | None, float | None]:
@@ -220,9 +235,7 @@ def proportion_ci(successes: int, n: int, level: float = LEVEL) -> tuple[float |
         raise ValueError(f"proportion_ci: need 0 <= successes <= n; got {successes} of {n}")
     if n == 0:
         return None, None
-    from scipy import stats as sps
-
-    z = float(sps.norm.ppf(0.5 + level / 2))
+    z = _normal_quantile(0.5 + level / 2)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
