@@ -506,7 +506,8 @@ def test_figures_by_style_and_agent_are_pandas_own_to_the_last_bit(seed):
         proposed=rng.random(n) < 0.2, critiqued=rng.random(n) < 0.3, won_auction=rng.random(n) < 0.2,
         bid=np.where(rng.random(n) < 0.8, rng.random(n), np.nan), message_tokens=rng.integers(0, 90, n),
         private_correct=answer(), vote_correct=answer(), total_cost=rng.random(n) * 0.3,
-        reward=0.5 - rng.random(n) * 0.7, budget_after=rng.random(n))
+        # Magnitudes far apart, where the order and manner of adding shows in the last bits.
+        reward=rng.normal(size=n) * 10.0 ** rng.integers(-6, 7, n), budget_after=rng.random(n))
     vignettes = pd.DataFrame({"mechanism": ["auction"] * 6, "proposer_style": [STYLES[i % 3] for i in range(5)] + [None]})
     per_style, styles, summary = _pandas_figures(rounds, vignettes)
     m = metrics(vignettes.assign(**{c: 0 for c in VIGNETTE_COLUMNS if c not in vignettes}), rounds,
@@ -514,6 +515,9 @@ def test_figures_by_style_and_agent_are_pandas_own_to_the_last_bit(seed):
     assert {k: m[k] for k in per_style} == per_style
     assert by_style(rounds, vignettes) == styles
     assert agent_summary(rounds).to_csv(index=False) == summary.to_csv(index=False)
+    # Each agent's rows together: pandas sums them another way (numpy's reduceat), and so does the summary.
+    together = rounds.sort_values("agent", kind="stable", ignore_index=True)
+    assert agent_summary(together).to_csv(index=False) == _pandas_figures(together, vignettes)[2].to_csv(index=False)
 
 
 # -- determinism -------------------------------------------------------------------
