@@ -72,8 +72,8 @@ def agent_summary(rounds: pd.DataFrame) -> pd.DataFrame:
     agents = sorted(set(keys))
     number = {key: i for i, key in enumerate(agents)}
     group = np.array([number[key] for key in keys])
-    # Money is summed by pandas' own groupby, which adds with compensation: the totals stay those,
-    # to the last bit, of the tables written before.
+    # Money is summed by pandas' own groupby (with compensation, or by numpy's reduceat where an agent's
+    # rows are adjacent): the totals keep, to the last bit, those of the tables written before.
     totals = rounds[["total_cost", "reward"]].groupby(group).sum().to_numpy()
     columns = ("communication_style", "proposed", "critiqued", "participated", "bid", "won_auction",
                "message_tokens", "private_correct", "vote_correct", "budget_after")
@@ -171,7 +171,11 @@ def _style_rows(rounds: pd.DataFrame, columns: Sequence[str]) -> dict[str, dict[
     """
     styles = rounds["communication_style"].to_numpy()
     values = {c: rounds[c].to_numpy() for c in columns}
-    return {style: {c: v[mask] for c, v in values.items()} for style in STYLES for mask in [styles == style]}
+    out = {}
+    for style in STYLES:
+        mine = styles == style
+        out[style] = {c: v[mine] for c, v in values.items()}
+    return out
 
 
 def metrics(vignettes: pd.DataFrame, rounds: pd.DataFrame, bids: pd.DataFrame) -> dict[str, Any]:

@@ -201,8 +201,9 @@ def bootstrap_mean_ci(x: np.ndarray, level: float = LEVEL, seed: int = 0,
     """
     x = np.sort(np.asarray(x, dtype=float))
     rng = np.random.default_rng(seed)
-    # NOTE: resampled a block of rows at a time rather than all at once, for performance; the
-    # generator's stream, and so every resample and its mean, is the same either way.
+    # NOTE: resampled a block of rows at a time rather than all at once, for performance. numpy
+    # draws each index from the generator's one stream whatever the size of the call, so every
+    # resample and its mean are the same either way (tests/test_stats.py checks it).
     rows = max(1, BOOTSTRAP_BLOCK // max(len(x), 1))
     means = np.concatenate([x[rng.integers(len(x), size=(min(rows, n_resamples - i), len(x)))].mean(axis=1)
                             for i in range(0, n_resamples, rows)])
