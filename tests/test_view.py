@@ -649,7 +649,7 @@ def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
     assert s1 == s2 == s3 == 200
     assert "running or stopped" in index and "1 of 4 trials written" in index
     assert "No heartbeat: written before sweeps and Monte Carlos recorded one" in page
-    assert 'data-refresh="/sweep-rows/live" data-every="5.0"' in page and 'data-every="2.0"' in page  # the default polls
+    assert 'data-refresh="/sweep-rows/live" data-every="5"' in page and 'data-every="2.0"' in page  # the default polls
     assert rows.count("<tr ") == 1
     ledger.write_bytes(b"".join(lines))
     [(_, rows)] = get(tmp_path / "runs", "/sweep-rows/live")
@@ -1069,7 +1069,8 @@ def server(runs):
     """The browser's server on a free port, in a thread."""
     root, ids = runs
     loop = asyncio.new_event_loop()
-    # (progress polled every 0.1 s, not 2: test_browser_a_running_sweep_counts_up_then_shows_stopped waits for polls)
+    # (progress polled every 0.1 s, not 2: test_browser_a_running_sweep_counts_up_then_shows_stopped waits for
+    # polls; the tables' rows still every 5 s, so that none is replaced while a test reads it)
     runner = web.AppRunner(make_app(root, clock=_clock, poll_s=0.1))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -884,13 +884,13 @@ async def headers(request: web.Request, handler: Callable[..., Any]) -> web.Stre
 def make_app(runs_dir: str | Path, clock: Callable[[], float] = time.time, poll_s: float = 2.0) -> web.Application:
     """The browser's application over ``runs_dir``; ``clock`` (the wall clock, seconds since the
     epoch) judges running sweeps' heartbeats, and a running sweep's or group's page asks for its
-    progress every ``poll_s`` seconds (its rows, and the index's, every 2.5 times that)."""
+    progress every ``poll_s`` seconds."""
     app = web.Application(middlewares=[headers, errors])
     root = Path(runs_dir).resolve()
     app[ROOT_KEY] = root
     app[CATALOG_KEY] = Catalog(root)
     app[ENV_KEY] = _environment()
-    app[ENV_KEY].globals.update(poll_s=poll_s, rows_poll_s=2.5 * poll_s)
+    app[ENV_KEY].globals["poll_s"] = poll_s
     app[REPLAY_LOCK_KEY] = asyncio.Lock()
     app[CLOCK_KEY] = clock
     app.add_routes([
