@@ -110,3 +110,14 @@ def _analysis_env(monkeypatch):
     monkeypatch.setenv(plots.PLOTS_ENV, "all")
     monkeypatch.setenv(embeddings.DEVICE_ENV, "auto")
     monkeypatch.setenv(embed_cache.ENV, os.environ[embed_cache.ENV])
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """No figures (``SIMCORE_PLOTS=none``) for a test that reads none: the runs and Monte Carlos it
+    calls, here or in the processes it starts, draw nothing (a context corrosion run's four plots,
+    or a Monte Carlo's comparison figure, are about 0.5 s of matplotlib). A command line sets the
+    level from its own ``--plots`` (``--plots none``), a sweep's figure from ``plot=False``."""
+    from simcore.analysis import plots
+
+    monkeypatch.setenv(plots.PLOTS_ENV, "none")

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from scenarios.context_corrosion import SCENARIO
-from simcore.analysis.plots import PLOTS_ENV
 from simcore.base.config import ConfigError
 from simcore.base.files import DamagedFile, read_heartbeat
 from simcore.base.records import read_json
@@ -30,12 +29,6 @@ from tests.commands import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = SCENARIO.config_type(metrics=False, rounds=1, n_peers=2)
-
-
-@pytest.fixture
-def no_plots(monkeypatch):
-    """No comparison plot (0.7 s of matplotlib for each Monte Carlo) where a test reads none."""
-    monkeypatch.setenv(PLOTS_ENV, "none")
 
 
 @pytest.fixture(scope="module")
