@@ -812,7 +812,7 @@ def test_experiment_log_tells_the_run_and_is_reproducible(tmp_path: Path) -> Non
                 return "Hmm."
             return super().__call__(request, rng)
 
-    logs = []
+    logs = []  # (with their plots: the suite's one drawing of the cooperation figure's note on fallback moves)
     for k in range(2):
         trial = run(cfg(rounds=2), seed=5, backend=StubBackend(Mumbles()))
         logs.append((write_run(trial, tmp_path / str(k), "r1") / "experiment.log").read_text())

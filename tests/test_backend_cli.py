@@ -100,7 +100,7 @@ def test_cassette_flag_then_offline_replay_cli(server, capsys, tmp_path, monkeyp
     server.reset(FakeConfig(Latency.parse("fixed:0.001"), faults=(Fault.parse("503:first=2"),)))
     cassette = tmp_path / "c.sqlite"
     args = ["--backend", "openai-compatible", "--base-url", server.openai_url, "--model", "fake-1",
-            "--cassette", str(cassette), "--out", str(tmp_path / "runs"), "--seed", "9", *SMALL]
+            "--cassette", str(cassette), "--out", str(tmp_path / "runs"), "--seed", "9", "--plots", "none", *SMALL]
     code, _, _ = run_cli(args, capsys)
     assert code == 0 and server.stats()["requests"] == 11  # 9 calls + 2 retried faults
     server.reset(FakeConfig())

@@ -38,7 +38,7 @@ def configure(srv: FakeServer, *faults: str, latency: str = "fixed:0") -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_real_run_records_a_cassette_and_replays_offline(server, tmp_path):
+async def test_a_real_run_records_a_cassette_and_replays_offline(server, tmp_path, no_plots):
     trial = await run_trial_async(SCENARIO, CFG, 11, spec(server))
     assert trial.status == "ok", trial.error
     run_dir = write_run(trial, tmp_path)
@@ -154,7 +154,7 @@ async def test_malformed_output_is_flagged_not_fatal(server):
 
 
 @pytest.mark.asyncio
-async def test_reasks_recover_unreadable_replies_and_replay_offline(server, tmp_path):
+async def test_reasks_recover_unreadable_replies_and_replay_offline(server, tmp_path, no_plots):
     configure(server, "length:every=2")
     trial = await run_trial_async(SCENARIO, CFG, 2, spec(server, reask=2))
     assert trial.status == "ok"
@@ -200,7 +200,7 @@ SMALL = {
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name", ["context_corrosion", "veil_of_ignorance", "llm_auction", "acausal_cooperation"])
-async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, tmp_path):
+async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, tmp_path, no_plots):
     from simcore.runs.scenario import load_scenario
 
     scenario = load_scenario(name)
@@ -219,7 +219,7 @@ async def test_every_scenario_runs_on_an_http_backend_and_replays_offline(name, 
 @pytest.mark.parametrize("preset, model", [("openai", "gpt-5-mini"), ("anthropic", "claude-opus-4-7"),
                                            ("gemini", "gemini-3-pro-preview")])
 async def test_todays_flagships_play_the_tournament_under_their_providers_rules(preset, model, tmp_path,
-                                                                                 monkeypatch):
+                                                                                 monkeypatch, no_plots):
     """The issue's three runs, small: the fake server refuses what each provider refuses,
     thinks out of the reply's budget, rate-limits (Gemini: the wait in the body) and
     refuses to answer now and then; every decision is read, within a budget."""

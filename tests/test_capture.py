@@ -180,7 +180,8 @@ def test_the_run_browser_lists_and_shows_a_program_study(stub_study) -> None:
 
 
 def test_an_unmeasured_noise_floor_is_warned_about_everywhere(tmp_path, capsys) -> None:
-    assert main(["--perturb", "blank:nth=1", "--noise-floor", "0", "--out", str(tmp_path), "--", *PROGRAM]) == 0
+    assert main(["--perturb", "blank:nth=1", "--noise-floor", "0", "--no-plot", "--out", str(tmp_path), "--",
+                 *PROGRAM]) == 0
     captured = capsys.readouterr()
     assert "!" * 78 in captured.err and "WARNING: --noise-floor 0" in captured.err
     assert "WARNING: NOISE FLOOR NOT MEASURED (--noise-floor 0)" in captured.out
@@ -253,7 +254,7 @@ def test_streamed_calls_and_a_base_url_flag_and_an_answer_file(tmp_path) -> None
 def test_a_failing_program_is_a_failed_run_with_a_null_answer(tmp_path, capsys) -> None:
     crash = tmp_path / "crash.py"
     crash.write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
-    assert main(["--perturb", "none", "--out", str(tmp_path), "--", sys.executable, str(crash)]) == 1
+    assert main(["--perturb", "none", "--no-plot", "--out", str(tmp_path), "--", sys.executable, str(crash)]) == 1
     results = json.loads((study_dir(tmp_path) / "runs" / "external" / "pair0-baseline" / "results.json").read_text())
     assert results["status"] == "error" and results["answer"] is None
     assert results["error"]["type"] == "ProgramExit" and results["error"]["message"] == "exit status 3: boom"

@@ -79,6 +79,6 @@ def test_no_metrics_skips_the_model_and_the_plots(tmp_path, capsys):
 
 
 def test_summary_prints_the_metrics(tmp_path, capsys):
-    assert main(SCENARIO, ["--rounds", "1", "--seed", "2", "--out", str(tmp_path)]) == 0
+    assert main(SCENARIO, ["--rounds", "1", "--seed", "2", "--plots", "none", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "directional delta" in out and "entropy phase1" in out and "run directory:" in out

@@ -209,7 +209,7 @@ def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
         assert np.array_equal(out[i], real(texts[i]))
 
 
-def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch):
+def test_a_second_identical_monte_carlo_encodes_nothing(tmp_path, monkeypatch, no_plots):
     from simcore.runs.counterfactual import run_arms, trial_dir
     from simcore.runs.scenario import load_scenario
 

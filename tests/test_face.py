@@ -155,7 +155,7 @@ def test_a_bad_field_in_a_script_is_the_commands_line(tmp_path, capsys, monkeypa
 def test_a_monte_carlos_trials_open_as_runs_from_inside_its_directory(tmp_path):
     import simcore
 
-    mc = simcore.monte_carlo("context_corrosion", trials=2, rounds=1, n_peers=2, out=tmp_path)
+    mc = simcore.monte_carlo("context_corrosion", trials=2, rounds=1, n_peers=2, out=tmp_path, plots="none")
     run = mc.run("B", 1)
     assert run.dir.parent == mc.dir / "trials"  # the group keeps its trials (docs/runs.md)
     assert run.results["run_id"] == mc.summary["run_B_trial_ids"][1]
@@ -186,13 +186,13 @@ def test_comparison_rows_come_from_one_adapter_and_a_missing_interval_is_nan():
     assert row["ci_low"] is None and row["ci_high"] is None and row["no_interval"] == why
 
 
-def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work_and_a_sweep_resumes(tmp_path):
+def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work_and_a_sweep_resumes(tmp_path, no_plots):
     from simcore.batch import run_sweep
 
     async def cell():
         asyncio.get_running_loop()  # as in a Jupyter cell
         dask = simcore.sweep("context_corrosion", trials=1, conditions=None, executor="dask", workers=1,
-                             out=tmp_path, **SMALL)
+                             out=tmp_path, plots="none", **SMALL)
         df = run_sweep("context_corrosion", trials=1, conditions=None, executor="serial", base=SMALL,
                        out=tmp_path / "direct", plot=False)
         return dask, df
@@ -200,7 +200,7 @@ def test_inside_a_running_loop_the_dask_executor_and_run_sweep_itself_work_and_a
     dask, df = asyncio.run(cell())
     assert simcore.load(dask.dir).summary == dask.summary
     resumed = simcore.sweep("context_corrosion", trials=1, conditions=None, executor="serial", out=tmp_path,
-                            resume=True, **SMALL)  # the same sweep, found under out from its definition
+                            resume=True, plots="none", **SMALL)  # the same sweep, found under out from its definition
     assert resumed.dir == dask.dir and resumed.table["status"].tolist() == ["ok"]
     assert dask.summary["timing"]["executor"] == "dask" and dask.table["status"].tolist() == ["ok"]
     assert df["status"].tolist() == ["ok"]
@@ -235,7 +235,7 @@ assert len(study.table) == 1 and len(study.pairs) == 1 and list(study.manifestat
     """
 for executor in ("asyncio", "local"):
     other = simcore.sweep("context_corrosion", trials=1, conditions=None, rounds=1, n_peers=2, executor=executor,
-                          out=executor)
+                          out=executor, plots="none")
     assert other.table["status"].tolist() == ["ok"]
     assert other.summary["timing"]["executor"] == executor
 """,

@@ -342,7 +342,7 @@ def test_the_sweep_commands_flags_reach_its_records(files, env, tmp_path):
     # --resume with --keep-failed, --verbose, and the execution flags of another executor.
     code, printed, err = run(main, ["context_corrosion", "--resume", "--keep-failed", "--out", str(out),
                                     "--verbose", "--executor", "asyncio", "--concurrency", "3", "--no-progress",
-                                    "--fail-fast"])
+                                    "--fail-fast", "--no-plot"])
     assert code == 0, err
     again = read_json(out / "summary.json")["options"]
     assert (again["resume"], again["keep_failed"], again["executor"], again["concurrency"], again["fail_fast"]) == (

@@ -835,7 +835,7 @@ def test_the_correctness_plot_says_how_many_ballots_were_readable():
     assert correctness_labels(vign) == ["auction\nn=2 vignettes", "turn taking\nn=1 vignettes"]
 
 
-def test_round_table_offers_the_original_column_name(tmp_path):
+def test_round_table_offers_the_original_column_name(tmp_path, no_plots):
     cfg = AuctionConfig(mechanism="turn_taking", n_agents=5, n_vignettes=2)
     run_dir = write_run(run_trial(SCENARIO, cfg, 11), tmp_path)
     df = pd.read_csv(run_dir / "agent_round_results.csv")

@@ -494,7 +494,7 @@ def test_cli_writes_a_study_that_replays(tmp_path, capsys):
 
 def test_with_no_flags_a_small_default_study_runs_and_says_what_it_is(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cli(["--no-plot", "--no-progress"]) == 0
+    assert cli(["--plots", "none", "--no-progress"]) == 0  # (no figure: neither the study's nor its runs')
     out, err = capsys.readouterr()
     assert err == ("the default study: context_corrosion with --perturb 'drop:agent=P1,round=2' (P1's round-2 "
                    "message dropped), one pair; --scenario and --perturb choose another\n")

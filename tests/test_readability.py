@@ -82,7 +82,7 @@ GARBLE = Scenario(
 )
 
 
-def test_a_monte_carlo_whose_arms_differ_in_readability_says_so(tmp_path):
+def test_a_monte_carlo_whose_arms_differ_in_readability_says_so(tmp_path, no_plots):
     from simcore.cli import format_arms
     from simcore.runs.counterfactual import run_arms
 
@@ -126,7 +126,7 @@ def test_a_sweep_comparison_whose_conditions_differ_in_readability_says_so(tmp_p
         assert Arm(**row["readability"]) == arm_of(results)
 
 
-def test_arms_that_read_alike_carry_no_mark(tmp_path):
+def test_arms_that_read_alike_carry_no_mark(tmp_path, no_plots):
     from simcore.analysis.readability import readability_lines
     from simcore.runs.counterfactual import run_arms
 
@@ -280,7 +280,7 @@ LATE = Scenario(
 )
 
 
-def test_arms_whose_answers_came_from_reasks_unequally_say_so_beside_readability(tmp_path):
+def test_arms_whose_answers_came_from_reasks_unequally_say_so_beside_readability(tmp_path, no_plots):
     from backends.registry import BackendSpec
     from simcore.cli import format_arms
     from simcore.runs.counterfactual import run_arms

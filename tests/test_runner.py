@@ -49,7 +49,7 @@ def test_peers_hear_d_first_and_earlier_peers():
     assert order == ["D", "P1", "P2", "P3", "P4"]
 
 
-def test_experiment_log_is_written(tmp_path):
+def test_experiment_log_is_written(tmp_path, no_plots):
     trial = run_trial(SCENARIO, CorrosionConfig(rounds=1, n_peers=2), 3)
     run_dir = write_run(trial, tmp_path)
     log = json.loads((run_dir / "experiment.json").read_text())

@@ -67,7 +67,7 @@ def test_streamed_trace_is_the_memory_trace_byte_for_byte(case, tmp_path):
     streamed.trace.discard()
 
 
-def test_streamed_run_directory_replays_identically(tmp_path):
+def test_streamed_run_directory_replays_identically(tmp_path, no_plots):
     trial = _trial("context_corrosion", "stream", tmp_path / "out" / "context_corrosion")
     staged = trial.trace.path
     run_dir = write_run(trial, tmp_path / "out", "streamed")
@@ -152,7 +152,7 @@ def test_cli_trace_flag(tmp_path):
     assert a == b
 
 
-def test_replay_of_a_large_world_streams_and_finds_a_tampered_event(tmp_path, monkeypatch):
+def test_replay_of_a_large_world_streams_and_finds_a_tampered_event(tmp_path, monkeypatch, no_plots):
     monkeypatch.setattr(trace_module, "STREAM_FROM_AGENTS", 1)  # every world is large now
     trial = _trial("context_corrosion", "auto", tmp_path / "out" / "context_corrosion")
     assert isinstance(trial.trace, StreamedTrace)

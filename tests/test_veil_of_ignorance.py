@@ -26,6 +26,7 @@ from scenarios.veil_of_ignorance.principles import (
     draw_classes,
     lift_veil,
 )
+from simcore.analysis.plots import PLOTS_ENV
 from simcore.base.config import ConfigError
 from simcore.base.rng import Streams
 from simcore.cli import load_config_file, main
@@ -326,12 +327,12 @@ def test_trace_identical_across_processes_and_hash_seeds(hash_seed_pair):
     assert there == here == trial(5, memory="decomposed", max_rounds=3).trace.sha256()
 
 
-def test_replay_reproduces_a_written_run(tmp_path):
+def test_replay_reproduces_a_written_run(tmp_path, no_plots):
     run_dir = write_run(run_trial(SCENARIO, cfg(**SMALL), 9), tmp_path)
     assert asyncio.run(replay_async(run_dir)).identical
 
 
-def test_agent_centric_json_structure(tmp_path):
+def test_agent_centric_json_structure(tmp_path, no_plots):
     t = trial(4, memory="decomposed", n_agents=3)
     run_dir = write_run(t, tmp_path)
     data = json.loads((run_dir / "experiment.json").read_text())
@@ -356,7 +357,7 @@ def test_agent_centric_json_structure(tmp_path):
             assert "input" not in entry and "raw_output" in entry  # the logging defaults
 
 
-def test_logging_options_shape_the_json(tmp_path):
+def test_logging_options_shape_the_json(tmp_path, monkeypatch, no_plots):
     quiet = {"capture_raw_inputs": False, "capture_raw_outputs": False, "capture_memory_steps": False,
              "include_times": False}
     run_dir = write_run(trial(4, logging=quiet, memory="decomposed", **SMALL), tmp_path)
@@ -366,6 +367,7 @@ def test_logging_options_shape_the_json(tmp_path):
     loud = {"capture_raw_inputs": True}
     data = json.loads((write_run(trial(4, logging=loud, **SMALL), tmp_path / "b") / "experiment.json").read_text())
     assert data["Agent_1"]["round_1"]["input"]["system"].startswith("You are an economist")
+    monkeypatch.setenv(PLOTS_ENV, "all")  # the one run whose plots are read: drawn with logging off too
     off = write_run(trial(4, logging={"enabled": False}, **SMALL), tmp_path / "c")
     assert not (off / "experiment.json").exists() and (off / "plots" / "likert.png").exists()
 
@@ -582,7 +584,7 @@ def test_lucas_is_shipped_in_the_original_layout(tmp_path, capsys):
         ("Agent_1", "gpt-4.1-nano", 0.0), ("Boris", "gpt-4.1-nano", 0.0), ("Heidi", "gpt-4.1-nano", 0.0)]
     # --config NAME finds it without a path, and flags still override it
     out = tmp_path / "runs"
-    assert main(SCENARIO, ["--config", "lucas", "--max-rounds", "1", "--out", str(out), "--json"]) == 0
+    assert main(SCENARIO, ["--config", "lucas", "--max-rounds", "1", "--plots", "none", "--out", str(out), "--json"]) == 0
     results = json.loads(capsys.readouterr().out)
     manifest = json.loads((Path(results["run_dir"]) / "manifest.json").read_text())
     assert manifest["config"]["experiment_id"] == "Lucas Test" and manifest["config"]["max_rounds"] == 1
@@ -612,7 +614,8 @@ def test_shipped_configs_are_found_from_derived_configs():
 
 def test_output_dir_writes_the_record_as_experiment_id_json(tmp_path, capsys):
     out = tmp_path / "custom_experiments" / "my_test"
-    assert main(SCENARIO, ["--config", "default", "--output-dir", str(out), "--max-rounds", "1", "--json"]) == 0
+    assert main(SCENARIO, ["--config", "default", "--output-dir", str(out), "--max-rounds", "1", "--plots", "none",
+                           "--json"]) == 0
     run_dir = Path(json.loads(capsys.readouterr().out)["run_dir"])
     assert run_dir.parent == out / "veil_of_ignorance"
     record = json.loads((run_dir / "default.json").read_text())
@@ -650,7 +653,7 @@ def test_an_experiment_id_that_would_overwrite_a_run_file_is_refused(experiment_
         cfg(experiment_id=experiment_id)
 
 
-def test_logging_off_writes_neither_record(tmp_path):
+def test_logging_off_writes_neither_record(tmp_path, no_plots):
     run_dir = write_run(trial(**SMALL, logging={"enabled": False}), tmp_path)
     assert not (run_dir / "experiment.json").exists() and not (run_dir / "default.json").exists()
 

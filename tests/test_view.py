@@ -1476,7 +1476,7 @@ def test_timeline_flags_unreadable_reasked_and_failed_replies_and_pairs_them_wit
     assert [k for k, _ in out[4]["flags"]] == ["salvaged", "truncated", "reask"] and out[4]["request"] is None
 
 
-def test_a_run_page_shows_float_noise_as_0_and_its_raw_results_exact(tmp_path):
+def test_a_run_page_shows_float_noise_as_0_and_its_raw_results_exact(tmp_path, no_plots):
     # context corrosion's D self-drift of a text against itself: 3.55e-15 where the command
     # printed 0.000; its kind is a score in [0, 2], so it is noise.
     from backends.registry import BackendSpec
