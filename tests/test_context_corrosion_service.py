@@ -24,16 +24,22 @@ from simcore.base.config import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest_asyncio.fixture
-async def server(tmp_path):
-    """A running server on 127.0.0.1; yields (base URL, session, output root)."""
-    runner = web.AppRunner(make_app(tmp_path))
+async def started(runner: web.AppRunner) -> str:
+    """Start ``runner`` on 127.0.0.1 (a port the OS picks); its base URL."""
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     host, port = runner.addresses[0][:2]
+    return f"http://{host}:{port}"
+
+
+@pytest_asyncio.fixture
+async def server(tmp_path):
+    """A running server on 127.0.0.1; yields (base URL, session, output root)."""
+    runner = web.AppRunner(make_app(tmp_path))
+    base = await started(runner)
     async with aiohttp.ClientSession() as session:
-        yield f"http://{host}:{port}", session, tmp_path
+        yield base, session, tmp_path
     await runner.cleanup()
 
 
@@ -46,14 +52,7 @@ def shared_server(tmp_path_factory):
     thread = LoopThread()
     runner = web.AppRunner(make_app(out))
 
-    async def start() -> str:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        return f"http://{host}:{port}"
-
-    base = thread.run(start())
+    base = thread.run(started(runner))
     yield base, out
     thread.run(runner.cleanup())
     thread.close()
@@ -433,14 +432,7 @@ def test_a_flood_is_refused_with_retry_after_the_queue_holds_and_health_keeps_an
     service = app[SERVICE]
     runner = web.AppRunner(app)
 
-    async def start() -> str:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        return f"http://{host}:{port}"
-
-    base = server.run(start())
+    base = server.run(started(runner))
     # Health answers that came back while the experiment was running: a server whose loop
     # waited behind the flood or the experiment would give none (whatever the machine's load).
     answered_while_running: list[bool] = []
