@@ -6,6 +6,7 @@ import _thread
 import asyncio
 import contextvars
 import threading
+import time
 
 import pytest
 
@@ -54,14 +55,24 @@ def test_an_error_in_the_worker_reaches_the_caller_as_it_is():
         asyncio.run(main())
 
 
+def waited_until_interrupted(limit_s: float = 120.0) -> None:
+    """The work of the interrupt tests: it waits for its interrupt, but not for ever.
+
+    An interrupt that never came would otherwise hang the suite; this way the test fails
+    and ``seen`` says which step was missed.
+    """
+    for _ in range(int(limit_s / 0.01)):
+        time.sleep(0.01)
+    raise AssertionError(f"no KeyboardInterrupt reached the worker in {limit_s:.0f} s")
+
+
 def test_an_interrupt_while_waiting_is_passed_to_the_worker_which_stops_and_tidies_up():
     started, seen = threading.Event(), []
 
     def work():
         started.set()
         try:
-            while True:  # until interrupted
-                threading.Event().wait(0.01)
+            waited_until_interrupted()
         except KeyboardInterrupt:
             seen.append("interrupted, tidied up")
             raise
@@ -91,8 +102,7 @@ def test_cancelling_an_awaited_worker_interrupts_it_and_waits_for_it():
     def work():
         started.set()
         try:
-            while True:
-                threading.Event().wait(0.01)
+            waited_until_interrupted()
         except KeyboardInterrupt:
             seen.append("stopped")
             raise
