@@ -360,6 +360,9 @@ def report_run(scenario: Scenario, args: argparse.Namespace, trial: TrialResult)
     run_dir = write_run(trial, args.out)
     results = {**trial.results, "run_dir": str(run_dir)}
     finish = finish_command(run_dir, results)
+    if "artifact_error" in results:  # the run is whole (trace, results, cassette); its figures are not
+        print(f"warning: the run was written without its plots and files: {results['artifact_error']}",
+              file=sys.stderr)
     if args.json:
         say(json.dumps({**results, **({"finish_command": finish} if finish else {})}, indent=2, sort_keys=True,
                        default=str))

@@ -170,6 +170,29 @@ def test_default_run_prints_summary_and_run_dir(tmp_path):
     assert {"manifest.json", "results.json", "timings.json", "trace.jsonl"} <= names
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_run_whose_plots_fail_is_written_and_says_so(tmp_path, capsys, monkeypatch, as_json):
+    """A figure that fails must not lose the run, nor pass unseen: a real model's unreadable
+    answers once left a run without its plots, and only results.json said why."""
+    import dataclasses
+
+    from scenarios.context_corrosion import SCENARIO
+    from simcore.cli import main as cli_main
+
+    def broken(*_args):
+        raise TypeError("'float' object is not iterable")
+
+    scenario = dataclasses.replace(SCENARIO, write_artifacts=broken)
+    argv = ["--rounds", "1", "--no-metrics", "--out", str(tmp_path), *(["--json"] if as_json else [])]
+    assert cli_main(scenario, argv) == 0
+    out, err = capsys.readouterr()
+    assert err == "warning: the run was written without its plots and files: TypeError: 'float' object is not iterable\n"
+    run_dir = next((tmp_path / "context_corrosion").iterdir())
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["artifact_error"] == "TypeError: 'float' object is not iterable" and results["status"] == "ok"
+    assert (json.loads(out)["artifact_error"] if as_json else str(run_dir) in out)
+
+
 def test_help(tmp_path):
     res = run_cli("--help", cwd=tmp_path)
     assert res.returncode == 0

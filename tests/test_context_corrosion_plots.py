@@ -57,6 +57,22 @@ def test_plots_survive_missing_replies(tmp_path):
     assert all((tmp_path / rel).is_file() for rel in plots.values())
 
 
+@pytest.mark.parametrize("unreadable", [("phase1", 0, "D"), ("final", 0, "D")])
+def test_plots_survive_a_dominant_agent_whose_answer_is_unreadable(tmp_path, unreadable):
+    """No peer has an alignment to D then, so the directional plot has no bar to draw; on
+    Gemma 3 270M it raised, and the run was written without its plots (artifact_error)."""
+    rng = np.random.default_rng(2)
+    agents = ["D", "P1", "P2"]
+    keys = [("phase1", 0, a) for a in agents] + [("discussion", 1, a) for a in agents]
+    keys += [("final", 0, a) for a in agents]
+    vec = {k: rng.normal(size=8) + 2.0 for k in keys if k != unreadable}
+    res = {**corrosion_metrics(vec, "D", agents[1:], 1), "task_id": 0, "task_title": "t",
+           "biased_dominant": True, "seed": 0}
+    assert res["directional_convergence"]["directional_delta"] == {}
+    plots = write_run_plots(tmp_path / "plots", res, "run_a")
+    assert set(plots) == set(PLOT_FILES) and all((tmp_path / rel).is_file() for rel in plots.values())
+
+
 def test_a_run_written_with_plots_off_never_imports_matplotlib(tmp_path):
     """matplotlib's import took 0.85 s of every sweep worker's first trial, with plots off."""
     import os

@@ -36,6 +36,7 @@ def test_context_corrosion_on_gemma_records_and_replays_offline(tmp_path):
     results = read_json(run_dir / "results.json")
     usage = results["usage"]["gemma-3-270m"]
     assert results["status"] == "ok" and usage["calls"] == 9 and usage["errors"] == 0
+    assert "artifact_error" not in results  # every plot drawn, whatever the model could not answer
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0 and usage["missing_usage"] == 0
     assert results["cost_usd"] == 0 and results["unpriced_models"] == []  # a local model is free
     replies = [json.loads(line) for line in (run_dir / "trace.jsonl").read_text().splitlines()]

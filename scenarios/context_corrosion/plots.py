@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.transforms import offset_copy
 
 from simcore.api import draw_all
 
@@ -187,29 +188,38 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     h = 0.38
     init = [dc["initial_alignment"][p] for p in peers]
     final = [dc["final_alignment"][p] for p in peers]
-    left.barh(y - h / 2, init, height=h, color="#aab7b8", label="initial (phase 1)")
-    left.barh(y + h / 2, final, height=h, color="#34495e", label="final (vote)")
+    left.barh(y - h / 2, init, height=h, color="#aab7b8")
+    left.barh(y + h / 2, final, height=h, color="#34495e")
     left.set_yticks(y, peers)
     left.invert_yaxis()
-    left.set_xlim(min(0.0, *init, *final) - 0.02, 1.0)
+    left.set_xlim(min([0.0, *init, *final]) - 0.02, 1.0)
     left.set_xlabel("cosine similarity to D")
     left.set_ylabel("peer")
     left.set_title("Alignment to D: initial vs final", fontsize=10)
-    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    # Below the axis label by a fixed distance: a fraction of the axes' height put it on the
+    # label when there were one or two peers.
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, 0), "fontsize": 8, "ncols": 2}
+    left.legend(handles=[Patch(color="#aab7b8", label="initial (phase 1)"), Patch(color="#34495e", label="final (vote)")],
+                **below, bbox_transform=offset_copy(left.transAxes, fig=fig, y=-34, units="points"))
     deltas = [dc["directional_delta"][p] for p in peers]
     colors = ["#c0392b" if d > 0 else "#2e86c1" for d in deltas]
     right.barh(y, deltas, color=colors)
-    right.axvline(0, color="black", lw=0.8)
+    if peers:
+        right.axvline(0, color="black", lw=0.8)
     right.set_yticks(y, peers)
     right.invert_yaxis()
-    span = max(0.05, *[abs(d) for d in deltas]) * 1.35
+    span = max([0.05, *(abs(d) for d in deltas)]) * 1.35
     right.set_xlim(-span, span)
     for yi, d in zip(y, deltas):
         right.text(d, yi, f" {d:+.3f} ", va="center", ha="left" if d >= 0 else "right", fontsize=9)
+    if not peers:  # D's own answers unreadable: no alignment to D, and the title says why
+        for ax in (left, right):
+            ax.text(0.5, 0.5, "no peer's alignment to D could be read", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9, color="#7f8c8d")
     right.set_xlabel("directional delta = final − initial alignment")
     right.legend(
         handles=[Patch(color="#c0392b", label="moved toward D"), Patch(color="#2e86c1", label="moved away from D")],
-        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2,
+        **below, bbox_transform=offset_copy(right.transAxes, fig=fig, y=-34, units="points"),
     )
     right.set_title(
         f"Signed delta (mean {_fmt(dc['avg_peer_directional_delta'], '+.3f')}); "
