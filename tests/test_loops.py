@@ -58,8 +58,8 @@ def test_an_error_in_the_worker_reaches_the_caller_as_it_is():
 def waited_until_interrupted(limit_s: float = 120.0) -> None:
     """The work of the interrupt tests: it waits for its interrupt, but not for ever.
 
-    An interrupt that never came would otherwise hang the suite; this way the test fails
-    and ``seen`` says which step was missed.
+    An interrupt that never reached it would otherwise hang the suite; this way the test
+    fails, saying so.
     """
     for _ in range(int(limit_s / 0.01)):
         time.sleep(0.01)
