@@ -649,7 +649,7 @@ def test_a_running_sweep_shows_its_ledger_and_skips_a_torn_line(runs, tmp_path):
     assert s1 == s2 == s3 == 200
     assert "running or stopped" in index and "1 of 4 trials written" in index
     assert "No heartbeat: written before sweeps and Monte Carlos recorded one" in page
-    assert 'data-refresh="/sweep-rows/live" data-every="5"' in page and 'data-every="2.0"' in page  # the default polls
+    assert 'data-refresh="/sweep-rows/live" data-every="5.0"' in page and 'data-every="2.0"' in page  # the default polls
     assert rows.count("<tr ") == 1
     ledger.write_bytes(b"".join(lines))
     [(_, rows)] = get(tmp_path / "runs", "/sweep-rows/live")

@@ -93,6 +93,9 @@ MAX_PAGE_SIZE = 2000
 #: Largest product of two traces' lengths that /compare aligns (the alignment is quadratic).
 MAX_ALIGN_CELLS = 4_000_000
 REPLAY_TIMEOUT_S = 600
+# A table's rows are replaced this often, whatever the progress poll: a shorter refresh replaced
+# rows while a reader (or a browser test) was reading them.
+ROWS_POLL_S = 5.0
 #: The day each kind of manifest began to record its files' hashes (``files``).
 HASHES_SINCE = {"run": "2026-11-23", "comparison": "2026-11-26"}
 STATIC = Path(__file__).with_name("static")
@@ -884,13 +887,13 @@ async def headers(request: web.Request, handler: Callable[..., Any]) -> web.Stre
 def make_app(runs_dir: str | Path, clock: Callable[[], float] = time.time, poll_s: float = 2.0) -> web.Application:
     """The browser's application over ``runs_dir``; ``clock`` (the wall clock, seconds since the
     epoch) judges running sweeps' heartbeats, and a running sweep's or group's page asks for its
-    progress every ``poll_s`` seconds."""
+    progress every ``poll_s`` seconds (tables' rows every ``ROWS_POLL_S``)."""
     app = web.Application(middlewares=[headers, errors])
     root = Path(runs_dir).resolve()
     app[ROOT_KEY] = root
     app[CATALOG_KEY] = Catalog(root)
     app[ENV_KEY] = _environment()
-    app[ENV_KEY].globals["poll_s"] = poll_s
+    app[ENV_KEY].globals.update(poll_s=poll_s, rows_poll_s=ROWS_POLL_S)
     app[REPLAY_LOCK_KEY] = asyncio.Lock()
     app[CLOCK_KEY] = clock
     app.add_routes([
