@@ -187,8 +187,8 @@ def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
     gate, sizes = threading.Event(), []
 
     def slow(texts):
-        gate.wait(30)  # the first batch holds the encoder until every thread has asked
         sizes.append(len(texts))
+        gate.wait(30)  # the first batch holds the encoder until every thread has asked
         return real(texts)
 
     monkeypatch.setattr(embeddings, "_forward", slow)
@@ -199,7 +199,12 @@ def test_concurrent_requests_are_merged_into_few_batches(tmp_path, monkeypatch):
                for i in range(8)]
     for t in threads:
         t.start()
-    while embeddings._encoder.queue.qsize() < 7 and len(sizes) == 0:
+    # Every thread has asked once the first batch (3 texts a request: it may hold several) and
+    # the queue hold all 8 requests; waiting for 7 in the queue sat out the gate's 30 s whenever
+    # the first batch took two.
+    for _ in range(3000):  # 30 s at most: a thread that never asks fails the test below
+        if sizes and sizes[0] // 3 + embeddings._encoder.queue.qsize() >= 8:
+            break
         threading.Event().wait(0.01)
     gate.set()
     for t in threads:
