@@ -131,31 +131,15 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path):
     assert cache.count() == 203
 
 
-def _open_together(path: str, start, failures) -> None:
-    cache = DiskCache(path, 4)
-    start.wait()
-    try:
-        cache.put_many(("m", "cpu", "float32"), {"k": np.zeros(4, np.float32)})
-    except Exception as exc:  # the failure is what the test counts
-        failures.put(repr(exc))
-
-
 def test_workers_opening_a_new_cache_at_once_all_get_it(tmp_path):
     """A sweep's workers open a new cache together: none may fail (before: 3-6 opens in 100 did,
     "database is locked", refused at once while another worker switched the file to WAL)."""
-    ctx = multiprocessing.get_context("fork")
-    failures = ctx.Queue()
-    for round_ in range(25):
-        path = str(tmp_path / f"{round_}.sqlite")
-        start = ctx.Barrier(4)
-        procs = [ctx.Process(target=_open_together, args=(path, start, failures)) for _ in range(4)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(120)
-            assert p.exitcode == 0
-        assert failures.empty(), failures.get()
-        assert DiskCache(path, 4).count() == 1
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tests.cache_openers import open_rounds
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        assert pool.submit(open_rounds, str(tmp_path), 25).result(timeout=600) == []
 
 
 def test_a_disk_hit_is_the_vector_the_model_made(alone, tmp_path, monkeypatch):
