@@ -71,10 +71,10 @@ def waited_until_interrupted(limit_s: float = 120.0) -> None:
 def ctrl_c_raises():
     """SIGINT raises KeyboardInterrupt for the test, as in a terminal or a Jupyter kernel.
 
-    A suite started as a script's background job (``pytest ... &``) or under ``nohup``
-    inherits SIGINT ignored, and then ``_thread.interrupt_main`` does nothing: the interrupt
-    test waited its full 120 s and failed (the hangs seen under load and under a profiler
-    were runs started that way).
+    A suite started as a background job of a shell without job control (``pytest ... &`` in
+    a script) inherits SIGINT ignored, and then ``_thread.interrupt_main`` does nothing: the
+    test waited its full 120 s and failed. A run under a profiler, started that way, showed
+    it (SIGINT was ignored in the worker); the two earlier hangs were most likely the same.
     """
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
