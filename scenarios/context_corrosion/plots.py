@@ -196,11 +196,15 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     left.set_xlabel("cosine similarity to D")
     left.set_ylabel("peer")
     left.set_title("Alignment to D: initial vs final", fontsize=10)
-    # Below the axis label by a fixed distance: a fraction of the axes' height put it on the
-    # label when there were one or two peers.
-    below = {"loc": "upper center", "bbox_to_anchor": (0.5, 0), "fontsize": 8, "ncols": 2}
-    left.legend(handles=[Patch(color="#aab7b8", label="initial (phase 1)"), Patch(color="#34495e", label="final (vote)")],
-                **below, bbox_transform=offset_copy(left.transAxes, fig=fig, y=-34, units="points"))
+
+    def legend_below(ax: Any, *entries: tuple[str, str]) -> None:
+        # A fixed distance below the axis label: a fraction of the axes' height put the legend
+        # on the label when there were one or two peers.
+        ax.legend(handles=[Patch(color=color, label=label) for color, label in entries], loc="upper center",
+                  bbox_to_anchor=(0.5, 0), bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-34, units="points"),
+                  fontsize=8, ncols=2)
+
+    legend_below(left, ("#aab7b8", "initial (phase 1)"), ("#34495e", "final (vote)"))
     deltas = [dc["directional_delta"][p] for p in peers]
     colors = ["#c0392b" if d > 0 else "#2e86c1" for d in deltas]
     right.barh(y, deltas, color=colors)
@@ -212,15 +216,12 @@ def directional(results: Mapping[str, Any], path: Path) -> None:
     right.set_xlim(-span, span)
     for yi, d in zip(y, deltas):
         right.text(d, yi, f" {d:+.3f} ", va="center", ha="left" if d >= 0 else "right", fontsize=9)
-    if not peers:  # D's own answers unreadable: no alignment to D, and the title says why
+    if not peers:  # D's own answers unreadable: no alignment to D, and each panel says so
         for ax in (left, right):
             ax.text(0.5, 0.5, "no peer's alignment to D could be read", transform=ax.transAxes,
                     ha="center", va="center", fontsize=9, color="#7f8c8d")
     right.set_xlabel("directional delta = final − initial alignment")
-    right.legend(
-        handles=[Patch(color="#c0392b", label="moved toward D"), Patch(color="#2e86c1", label="moved away from D")],
-        **below, bbox_transform=offset_copy(right.transAxes, fig=fig, y=-34, units="points"),
-    )
+    legend_below(right, ("#c0392b", "moved toward D"), ("#2e86c1", "moved away from D"))
     right.set_title(
         f"Signed delta (mean {_fmt(dc['avg_peer_directional_delta'], '+.3f')}); "
         f"D self-drift {_fmt(dc['dominant_self_drift'], '.3f')}",

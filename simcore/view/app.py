@@ -93,8 +93,8 @@ MAX_PAGE_SIZE = 2000
 #: Largest product of two traces' lengths that /compare aligns (the alignment is quadratic).
 MAX_ALIGN_CELLS = 4_000_000
 REPLAY_TIMEOUT_S = 600
-# A table's rows are replaced this often, whatever the progress poll: a shorter refresh replaced
-# rows while a reader (or a browser test) was reading them.
+#: Seconds between refreshes of a table's rows, whatever the progress poll: a shorter refresh
+#: replaced rows while a reader (or a browser test) was reading them.
 ROWS_POLL_S = 5.0
 #: The day each kind of manifest began to record its files' hashes (``files``).
 HASHES_SINCE = {"run": "2026-11-23", "comparison": "2026-11-26"}
